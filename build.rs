@@ -1,0 +1,22 @@
+//! Generates the psdb/Vitess protobuf types (prost) and their proto3 JSON
+//! mapping (pbjson) from `proto/`, with the pure-Rust `protox` compiler so a
+//! fresh machine needs no `protoc` binary.
+
+use std::path::PathBuf;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let protos = ["proto/psdb/v1alpha1/database.proto"];
+    println!("cargo:rerun-if-changed=proto");
+    let fds = protox::compile(protos, ["proto"])?;
+    let out = PathBuf::from(std::env::var("OUT_DIR")?);
+    let descriptor_path = out.join("descriptors.bin");
+    std::fs::write(&descriptor_path, prost::Message::encode_to_vec(&fds))?;
+
+    prost_build::Config::new().bytes(["."]).compile_fds(fds)?;
+
+    let descriptors = std::fs::read(&descriptor_path)?;
+    pbjson_build::Builder::new()
+        .register_descriptors(&descriptors)?
+        .build(&[".psdb", ".vitess"])?;
+    Ok(())
+}

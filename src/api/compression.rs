@@ -1,0 +1,188 @@
+//! Connect body compression: `identity`, `gzip`, `zstd` and `snappy` (the
+//! Snappy *framing* format, as klauspost/connect-compress sends it).
+//!
+//! Decompression is bounded: a small compressed body must not expand past
+//! the configured request or response limit (a "zip bomb").
+
+use std::io::{Read, Write};
+
+use bytes::Bytes;
+
+use super::error::{ApiError, Code};
+
+/// A body encoding we can both produce and read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    Identity,
+    Gzip,
+    Zstd,
+    Snappy,
+}
+
+/// Names we accept, most preferred first; advertised in `Accept-Encoding`.
+pub const SUPPORTED: &str = "zstd, snappy, gzip";
+
+impl Encoding {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Identity => "identity",
+            Self::Gzip => "gzip",
+            Self::Zstd => "zstd",
+            Self::Snappy => "snappy",
+        }
+    }
+
+    /// Parses one encoding name; `None` if we do not support it.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "" | "identity" => Some(Self::Identity),
+            "gzip" | "x-gzip" => Some(Self::Gzip),
+            "zstd" => Some(Self::Zstd),
+            "snappy" => Some(Self::Snappy),
+            _ => None,
+        }
+    }
+
+    /// The request's `Content-Encoding`: absent means identity, an
+    /// unsupported one is `unimplemented` (Connect spec).
+    pub fn for_request(header: Option<&str>) -> Result<Self, ApiError> {
+        let name = header.unwrap_or("identity");
+        Self::from_name(name).ok_or_else(|| {
+            ApiError::new(
+                Code::Unimplemented,
+                format!("unsupported compression {name:?}; supported: identity, {SUPPORTED}"),
+            )
+        })
+    }
+
+    /// Chooses the response encoding: the request's own if it was
+    /// compressed (connect-go's rule), else the first supported entry of
+    /// `Accept-Encoding` (q-values are ignored, as in Connect).
+    pub fn negotiate(request: Self, accept: Option<&str>) -> Self {
+        if request != Self::Identity {
+            return request;
+        }
+        accept
+            .into_iter()
+            .flat_map(|list| list.split(','))
+            .map(|item| item.split(';').next().unwrap_or(""))
+            .filter_map(Self::from_name)
+            .find(|e| *e != Self::Identity)
+            .unwrap_or(Self::Identity)
+    }
+
+    pub fn compress(self, data: &[u8]) -> Bytes {
+        match self {
+            Self::Identity => Bytes::copy_from_slice(data),
+            Self::Gzip => {
+                let mut enc =
+                    flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                enc.write_all(data).expect("writing to a Vec cannot fail");
+                enc.finish().expect("writing to a Vec cannot fail").into()
+            }
+            Self::Zstd => zstd::bulk::compress(data, 3)
+                .expect("zstd compression into memory cannot fail")
+                .into(),
+            Self::Snappy => {
+                let mut enc = snap::write::FrameEncoder::new(Vec::new());
+                enc.write_all(data).expect("writing to a Vec cannot fail");
+                enc.into_inner()
+                    .expect("flushing into a Vec cannot fail")
+                    .into()
+            }
+        }
+    }
+
+    /// Decompresses at most `limit` bytes; more is `resource_exhausted`,
+    /// corrupt input is `invalid_argument`.
+    pub fn decompress(self, data: Bytes, limit: usize) -> Result<Bytes, ApiError> {
+        if self == Self::Identity || data.is_empty() {
+            return Ok(data);
+        }
+        let reader: Box<dyn Read + '_> = match self {
+            Self::Identity => unreachable!("handled above"),
+            Self::Gzip => Box::new(flate2::read::GzDecoder::new(&data[..])),
+            Self::Zstd => Box::new(
+                zstd::stream::read::Decoder::new(&data[..])
+                    .map_err(|e| corrupt(self, &e.to_string()))?,
+            ),
+            Self::Snappy => Box::new(snap::read::FrameDecoder::new(&data[..])),
+        };
+        let mut out = Vec::new();
+        reader
+            .take(limit as u64 + 1)
+            .read_to_end(&mut out)
+            .map_err(|e| corrupt(self, &e.to_string()))?;
+        if out.len() > limit {
+            return Err(ApiError::new(
+                Code::ResourceExhausted,
+                format!("message larger than {limit} bytes after decompression"),
+            ));
+        }
+        Ok(out.into())
+    }
+}
+
+fn corrupt(encoding: Encoding, detail: &str) -> ApiError {
+    ApiError::new(
+        Code::InvalidArgument,
+        format!("invalid {} body: {detail}", encoding.as_str()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_encoding_round_trips() {
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        for enc in [
+            Encoding::Identity,
+            Encoding::Gzip,
+            Encoding::Zstd,
+            Encoding::Snappy,
+        ] {
+            let packed = enc.compress(&data);
+            let back = enc.decompress(packed, data.len()).unwrap();
+            assert_eq!(&back[..], &data[..], "{enc:?}");
+        }
+    }
+
+    #[test]
+    fn snappy_uses_the_framing_format() {
+        let packed = Encoding::Snappy.compress(b"hello");
+        assert_eq!(&packed[4..10], b"sNaPpY");
+    }
+
+    #[test]
+    fn decompression_is_bounded() {
+        let bomb = Encoding::Zstd.compress(&vec![0u8; 10 << 20]);
+        let err = Encoding::Zstd.decompress(bomb, 1 << 20).unwrap_err();
+        assert_eq!(err.code, Code::ResourceExhausted);
+        let err = Encoding::Gzip
+            .decompress(Bytes::from_static(b"not gzip"), 100)
+            .unwrap_err();
+        assert_eq!(err.code, Code::InvalidArgument);
+    }
+
+    #[test]
+    fn negotiation_follows_connect() {
+        assert_eq!(
+            Encoding::for_request(Some("br")).unwrap_err().code,
+            Code::Unimplemented
+        );
+        assert_eq!(
+            Encoding::negotiate(Encoding::Snappy, Some("gzip")),
+            Encoding::Snappy
+        );
+        assert_eq!(
+            Encoding::negotiate(Encoding::Identity, Some("br, gzip;q=0.5, zstd")),
+            Encoding::Gzip
+        );
+        assert_eq!(
+            Encoding::negotiate(Encoding::Identity, None),
+            Encoding::Identity
+        );
+    }
+}

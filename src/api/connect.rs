@@ -1,0 +1,270 @@
+//! The Connect protocol's framing, without I/O: content types, message
+//! codecs (protobuf and proto3 JSON) and the streaming envelope.
+//!
+//! Spec: connectrpc.com `docs/protocol.md`; psdb-protocol.md §5.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use serde::{Serialize, de::DeserializeOwned};
+
+use super::error::{ApiError, Code};
+
+/// How a message body is serialised.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Codec {
+    Proto,
+    Json,
+}
+
+/// Unary bodies are bare messages; streaming bodies are enveloped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    Unary,
+    Streaming,
+}
+
+/// Envelope flag: the message is compressed with the negotiated encoding.
+pub const FLAG_COMPRESSED: u8 = 0x01;
+/// Envelope flag: this is the end-of-stream message (JSON, always).
+pub const FLAG_END_STREAM: u8 = 0x02;
+/// Size of an envelope header: flags byte + big-endian u32 length.
+pub const ENVELOPE_HEADER: usize = 5;
+
+impl Codec {
+    /// Parses a `Content-Type`; `None` means 415 Unsupported Media Type.
+    pub fn from_content_type(value: &str) -> Option<(Self, Framing)> {
+        let mut parts = value.split(';');
+        let media = parts.next()?.trim().to_ascii_lowercase();
+        // Only a UTF-8 charset parameter is acceptable for JSON.
+        let charset_ok = parts.all(|p| {
+            let p = p.trim().to_ascii_lowercase();
+            p.is_empty() || p == "charset=utf-8"
+        });
+        if !charset_ok {
+            return None;
+        }
+        match media.as_str() {
+            "application/proto" | "application/protobuf" => Some((Self::Proto, Framing::Unary)),
+            "application/json" => Some((Self::Json, Framing::Unary)),
+            "application/connect+proto" => Some((Self::Proto, Framing::Streaming)),
+            "application/connect+json" => Some((Self::Json, Framing::Streaming)),
+            _ => None,
+        }
+    }
+
+    pub fn content_type(self, framing: Framing) -> &'static str {
+        match (self, framing) {
+            (Self::Proto, Framing::Unary) => "application/proto",
+            (Self::Json, Framing::Unary) => "application/json",
+            (Self::Proto, Framing::Streaming) => "application/connect+proto",
+            (Self::Json, Framing::Streaming) => "application/connect+json",
+        }
+    }
+
+    /// Decodes one message. A zero-length body is the empty message in
+    /// both codecs (connect-go rejects it for JSON; we are lenient).
+    pub fn decode<M>(self, body: &[u8]) -> Result<M, ApiError>
+    where
+        M: prost::Message + DeserializeOwned + Default,
+    {
+        if body.is_empty() {
+            return Ok(M::default());
+        }
+        match self {
+            Self::Proto => M::decode(body).map_err(|e| {
+                ApiError::new(
+                    Code::InvalidArgument,
+                    format!("invalid protobuf message: {e}"),
+                )
+            }),
+            Self::Json => serde_json::from_slice(body).map_err(|e| {
+                ApiError::new(Code::InvalidArgument, format!("invalid JSON message: {e}"))
+            }),
+        }
+    }
+
+    pub fn encode<M>(self, message: &M) -> Bytes
+    where
+        M: prost::Message + Serialize,
+    {
+        match self {
+            Self::Proto => message.encode_to_vec().into(),
+            Self::Json => serde_json::to_vec(message)
+                .expect("generated messages always serialise")
+                .into(),
+        }
+    }
+}
+
+/// Frames one streaming message.
+pub fn envelope(flags: u8, payload: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(ENVELOPE_HEADER + payload.len());
+    out.put_u8(flags);
+    out.put_u32(u32::try_from(payload.len()).expect("messages are bounded well below 4 GiB"));
+    out.put_slice(payload);
+    out.freeze()
+}
+
+/// The end-of-stream envelope: `{}` or `{"error":{code,message}}`.
+pub fn end_stream(error: Option<&ApiError>) -> Bytes {
+    let body = match error {
+        None => serde_json::json!({}),
+        Some(e) => serde_json::json!({"error": {"code": e.code.as_str(), "message": e.message}}),
+    };
+    envelope(
+        FLAG_END_STREAM,
+        &serde_json::to_vec(&body).expect("JSON value"),
+    )
+}
+
+/// One decoded envelope.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Envelope {
+    pub flags: u8,
+    pub payload: Bytes,
+}
+
+impl Envelope {
+    pub fn is_end_stream(&self) -> bool {
+        self.flags & FLAG_END_STREAM != 0
+    }
+
+    pub fn is_compressed(&self) -> bool {
+        self.flags & FLAG_COMPRESSED != 0
+    }
+}
+
+/// Takes one whole envelope off the front of `buf`; `Ok(None)` means more
+/// bytes are needed. Envelopes larger than `limit` are refused before any
+/// of their payload is buffered.
+pub fn take_envelope(buf: &mut BytesMut, limit: usize) -> Result<Option<Envelope>, ApiError> {
+    if buf.len() < ENVELOPE_HEADER {
+        return Ok(None);
+    }
+    let flags = buf[0];
+    let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+    if len > limit {
+        return Err(ApiError::new(
+            Code::ResourceExhausted,
+            format!("message of {len} bytes exceeds the limit of {limit} bytes"),
+        ));
+    }
+    if buf.len() < ENVELOPE_HEADER + len {
+        return Ok(None);
+    }
+    buf.advance(ENVELOPE_HEADER);
+    let payload = buf.split_to(len).freeze();
+    Ok(Some(Envelope { flags, payload }))
+}
+
+/// Parses an end-of-stream payload into its error, if it carries one.
+pub fn end_stream_error(payload: &[u8]) -> Option<ApiError> {
+    let value: serde_json::Value = serde_json::from_slice(payload).ok()?;
+    let error = value.get("error")?;
+    let code = error.get("code")?.as_str()?;
+    let message = error.get("message").and_then(|m| m.as_str()).unwrap_or("");
+    Some(ApiError::new(Code::from_name(code), message))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::pb;
+
+    #[test]
+    fn content_types() {
+        assert_eq!(
+            Codec::from_content_type("application/json; charset=utf-8"),
+            Some((Codec::Json, Framing::Unary))
+        );
+        assert_eq!(
+            Codec::from_content_type("application/connect+proto"),
+            Some((Codec::Proto, Framing::Streaming))
+        );
+        assert_eq!(Codec::from_content_type("text/plain"), None);
+        assert_eq!(
+            Codec::from_content_type("application/json; charset=latin1"),
+            None
+        );
+    }
+
+    #[test]
+    fn envelopes_split_across_reads() {
+        let mut wire = BytesMut::new();
+        wire.extend_from_slice(&envelope(0, b"abc"));
+        wire.extend_from_slice(&end_stream(None));
+        let mut buf = BytesMut::new();
+        let mut got = Vec::new();
+        for byte in wire {
+            buf.put_u8(byte);
+            while let Some(env) = take_envelope(&mut buf, 1024).unwrap() {
+                got.push(env);
+            }
+        }
+        assert_eq!(got.len(), 2);
+        assert_eq!(&got[0].payload[..], b"abc");
+        assert!(got[1].is_end_stream());
+        assert_eq!(end_stream_error(&got[1].payload), None);
+    }
+
+    #[test]
+    fn oversized_envelope_is_refused_early() {
+        let mut buf = BytesMut::from(&envelope(0, &[0u8; 100])[..6]);
+        let err = take_envelope(&mut buf, 10).unwrap_err();
+        assert_eq!(err.code, Code::ResourceExhausted);
+    }
+
+    /// The proto3 JSON mapping as `@planetscale/database` sends and reads it.
+    #[test]
+    fn json_mapping_matches_planetscale() {
+        let req: pb::ExecuteRequest = Codec::Json
+            .decode(br#"{"query":"SELECT 1 from dual;","session":null}"#)
+            .unwrap();
+        assert_eq!(req.query, "SELECT 1 from dual;");
+        assert!(req.session.is_none());
+
+        let result = pb::QueryResult {
+            fields: vec![
+                pb::Field {
+                    name: ":vtg1".into(),
+                    r#type: pb::Type::Int64 as i32,
+                    ..Default::default()
+                },
+                pb::Field {
+                    name: "null".into(),
+                    ..Default::default()
+                },
+            ],
+            rows: vec![pb::Row {
+                lengths: vec![1, -1],
+                values: Bytes::from_static(b"1"),
+            }],
+            rows_affected: 0,
+            insert_id: 7,
+            ..Default::default()
+        };
+        let json: serde_json::Value = serde_json::from_slice(&Codec::Json.encode(&result)).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "fields": [{"name": ":vtg1", "type": "INT64"}, {"name": "null"}],
+                "rows": [{"lengths": ["1", "-1"], "values": "MQ=="}],
+                "insertId": "7"
+            })
+        );
+
+        let session = pb::VitessSession {
+            in_transaction: true,
+            ddl_strategy: "direct".into(),
+            session_uuid: "abc".into(),
+            row_count: -1,
+            ..Default::default()
+        };
+        let json: serde_json::Value =
+            serde_json::from_slice(&Codec::Json.encode(&session)).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"inTransaction": true, "DDLStrategy": "direct",
+                               "SessionUUID": "abc", "rowCount": "-1"})
+        );
+    }
+}

@@ -1,0 +1,56 @@
+//! The psdb.v1alpha1 API as bytes: generated message types, the Connect
+//! protocol's framing and compression, and its error type. No I/O.
+
+pub mod compression;
+pub mod connect;
+pub mod error;
+pub mod pb;
+
+pub use compression::Encoding;
+pub use connect::{Codec, Framing};
+pub use error::{ApiError, Code};
+
+/// URL path prefix of every RPC.
+pub const SERVICE_PREFIX: &str = "/psdb.v1alpha1.Database/";
+
+/// The service's methods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    CreateSession,
+    Execute,
+    StreamExecute,
+    Prepare,
+    CloseSession,
+}
+
+impl Method {
+    /// Resolves a request path such as `/psdb.v1alpha1.Database/Execute`.
+    pub fn from_path(path: &str) -> Option<Self> {
+        match path.strip_prefix(SERVICE_PREFIX)? {
+            "CreateSession" => Some(Self::CreateSession),
+            "Execute" => Some(Self::Execute),
+            "StreamExecute" => Some(Self::StreamExecute),
+            "Prepare" => Some(Self::Prepare),
+            "CloseSession" => Some(Self::CloseSession),
+            _ => None,
+        }
+    }
+
+    pub fn path(self) -> &'static str {
+        match self {
+            Self::CreateSession => "/psdb.v1alpha1.Database/CreateSession",
+            Self::Execute => "/psdb.v1alpha1.Database/Execute",
+            Self::StreamExecute => "/psdb.v1alpha1.Database/StreamExecute",
+            Self::Prepare => "/psdb.v1alpha1.Database/Prepare",
+            Self::CloseSession => "/psdb.v1alpha1.Database/CloseSession",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        &self.path()[SERVICE_PREFIX.len()..]
+    }
+
+    pub fn is_streaming(self) -> bool {
+        self == Self::StreamExecute
+    }
+}

@@ -1,0 +1,245 @@
+//! The MySQL/MariaDB backend: connection pools and running statements,
+//! with rows handed to a sink as they arrive so memory does not grow with
+//! the size of a result.
+
+use std::future::Future;
+use std::time::Duration;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Column, Conn, OptsBuilder, PoolConstraints, PoolOpts};
+
+use crate::api::pb;
+use crate::translate::errors::MysqlError;
+use crate::translate::rows::pack_row;
+use crate::translate::types::vitess_type;
+
+use super::config::BackendConfig;
+
+/// How a backend call failed.
+#[derive(Debug)]
+pub enum BackendError {
+    /// The server rejected the statement; the connection is fine.
+    Sql(MysqlError),
+    /// The connection is unusable; the statement may or may not have run.
+    Connection(String),
+}
+
+impl From<mysql_async::Error> for BackendError {
+    fn from(e: mysql_async::Error) -> Self {
+        match e {
+            mysql_async::Error::Server(s) => Self::Sql(MysqlError {
+                code: s.code,
+                state: s.state,
+                message: s.message,
+            }),
+            other => Self::Connection(other.to_string()),
+        }
+    }
+}
+
+impl BackendError {
+    /// As a MySQL error, for the client. A broken connection is reported
+    /// as MySQL's "lost connection during query" (2013).
+    pub fn to_mysql(&self) -> MysqlError {
+        match self {
+            Self::Sql(e) => e.clone(),
+            Self::Connection(detail) => MysqlError {
+                code: 2013,
+                state: "HY000".into(),
+                message: format!("Lost connection to backend MySQL server during query: {detail}"),
+            },
+        }
+    }
+}
+
+/// A pool of connections for one backend account.
+pub fn pool(
+    config: &BackendConfig,
+    user: &str,
+    password: &str,
+    database: Option<&str>,
+) -> mysql_async::Pool {
+    let mut setup = vec!["SET NAMES utf8mb4".to_string()];
+    if let Some(db) = database {
+        setup.push(format!("USE `{}`", db.replace('`', "``")));
+    }
+    let constraints = PoolConstraints::new(
+        config.warm_connections.min(config.max_connections),
+        config.max_connections,
+    )
+    .expect("validated: warm <= max");
+    let opts = OptsBuilder::default()
+        .user(Some(user))
+        .pass(Some(password))
+        .db_name(database)
+        .client_found_rows(true)
+        .setup(setup)
+        .stmt_cache_size(0)
+        .pool_opts(
+            PoolOpts::default()
+                .with_constraints(constraints)
+                .with_reset_connection(true)
+                .with_inactive_connection_ttl(Duration::from_secs(3600)),
+        );
+    let opts = match (&config.socket, &config.address) {
+        (Some(socket), _) => opts
+            .ip_or_hostname("localhost")
+            .socket(Some(socket.to_string_lossy().into_owned()))
+            .prefer_socket(true),
+        (None, Some(address)) => {
+            let (host, port) = split_host_port(address);
+            opts.ip_or_hostname(host)
+                .tcp_port(port)
+                .prefer_socket(false)
+        }
+        (None, None) => opts,
+    };
+    mysql_async::Pool::new(opts)
+}
+
+fn split_host_port(address: &str) -> (String, u16) {
+    match address.rsplit_once(':') {
+        Some((host, port)) if port.parse::<u16>().is_ok() && !host.ends_with(':') => (
+            host.trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
+            port.parse().expect("checked"),
+        ),
+        _ => (address.to_string(), 3306),
+    }
+}
+
+/// Opens `count` connections and returns them to the pool, so the first
+/// sessions find them ready (no backend handshake on the request path).
+pub async fn warm(pool: &mysql_async::Pool, count: usize) -> Result<(), BackendError> {
+    let mut conns = Vec::with_capacity(count);
+    for _ in 0..count {
+        conns.push(pool.get_conn().await?);
+    }
+    drop(conns);
+    Ok(())
+}
+
+/// Whether the sink wants more rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    /// Read and discard the rest of the result (keeps the connection in
+    /// protocol sync).
+    Discard,
+}
+
+/// Receives a result as it is read from the backend.
+pub trait ResultSink: Send {
+    /// The columns of a new result set.
+    fn fields(&mut self, fields: Vec<pb::Field>) -> impl Future<Output = Flow> + Send;
+    fn row(&mut self, row: pb::Row) -> impl Future<Output = Flow> + Send;
+}
+
+/// The final OK packet's figures.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub rows_affected: u64,
+    pub insert_id: u64,
+    pub info: String,
+    pub warnings: u16,
+    /// Whether any result set had columns (a SELECT-like statement).
+    pub had_rows: bool,
+    pub rows_read: u64,
+}
+
+/// Runs `sql` (text protocol) and feeds every result set to `sink`.
+pub async fn run<S: ResultSink>(
+    conn: &mut Conn,
+    sql: &str,
+    sink: &mut S,
+) -> Result<Outcome, BackendError> {
+    let mut outcome = Outcome::default();
+    let mut result = conn.query_iter(sql).await?;
+    let mut flow = Flow::Continue;
+    loop {
+        let columns = result.columns().unwrap_or_default();
+        if columns.is_empty() {
+            outcome.rows_affected = result.affected_rows();
+            if let Some(id) = result.last_insert_id() {
+                outcome.insert_id = id;
+            }
+            outcome.info = result.info().into_owned();
+        } else {
+            outcome.had_rows = true;
+            if flow == Flow::Continue {
+                flow = sink.fields(columns.iter().map(field).collect()).await;
+            }
+        }
+        while let Some(row) = result.next().await? {
+            outcome.rows_read += 1;
+            if flow == Flow::Continue {
+                let cells = (0..columns.len()).map(|i| match row.as_ref(i) {
+                    Some(mysql_async::Value::Bytes(b)) => Some(&b[..]),
+                    _ => None,
+                });
+                flow = sink.row(pack_row(cells)).await;
+            }
+        }
+        outcome.warnings = result.warnings();
+        if result.is_empty() {
+            break;
+        }
+    }
+    drop(result);
+    outcome.warnings = outcome.warnings.max(conn.get_warnings());
+    Ok(outcome)
+}
+
+/// A column definition as a Vitess `Field`, every attribute kept.
+pub fn field(column: &Column) -> pb::Field {
+    let flags = column.flags().bits();
+    pb::Field {
+        name: column.name_str().into_owned(),
+        r#type: vitess_type(column.column_type() as u8, flags) as i32,
+        table: column.table_str().into_owned(),
+        org_table: column.org_table_str().into_owned(),
+        database: column.schema_str().into_owned(),
+        org_name: column.org_name_str().into_owned(),
+        column_length: column.column_length(),
+        charset: u32::from(column.character_set()),
+        decimals: u32::from(column.decimals()),
+        flags: u32::from(flags),
+        column_type: String::new(),
+    }
+}
+
+/// `SHOW WARNINGS`, for a statement that reported some.
+pub async fn warnings(conn: &mut Conn) -> Result<Vec<pb::QueryWarning>, BackendError> {
+    let rows: Vec<(String, u32, String)> = conn.query("SHOW WARNINGS LIMIT 64").await?;
+    Ok(rows
+        .into_iter()
+        .map(|(_, code, message)| pb::QueryWarning { code, message })
+        .collect())
+}
+
+/// The connection's transaction state, asked of the server.
+pub async fn transaction_state(conn: &mut Conn) -> Result<(bool, bool), BackendError> {
+    let row: Option<(i64, i64)> = conn
+        .query_first("SELECT @@in_transaction, @@autocommit")
+        .await?;
+    let (in_tx, autocommit) = row.unwrap_or((0, 1));
+    Ok((in_tx != 0, autocommit != 0))
+}
+
+/// Columns and parameter count of a statement, without running it.
+pub async fn prepare(conn: &mut Conn, sql: &str) -> Result<(Vec<pb::Field>, u32), BackendError> {
+    let stmt = conn.prep(sql).await?;
+    let fields = stmt.columns().iter().map(field).collect();
+    let params = u32::from(stmt.num_params());
+    conn.close(stmt).await?;
+    Ok((fields, params))
+}
+
+/// Stops the statement running on connection `id` (`KILL QUERY`), from
+/// another connection of the same pool.
+pub async fn kill_query(pool: &mysql_async::Pool, id: u32) -> Result<(), BackendError> {
+    let mut conn = pool.get_conn().await?;
+    conn.query_drop(format!("KILL QUERY {id}")).await?;
+    Ok(())
+}

@@ -1,0 +1,213 @@
+//! The gateway role: the psdb.v1alpha1 API over HTTP/3 and HTTP/2 in front
+//! of a MySQL/MariaDB backend.
+//!
+//! `service` turns HTTP requests into RPC calls, `rpc` implements them over
+//! `sessions` and `backend`; the transports live in [`crate::transport`].
+
+mod auth;
+mod backend;
+mod config;
+mod rpc;
+mod service;
+mod sessions;
+mod stream;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn};
+
+pub use config::{BackendConfig, Credential, GatewayConfig, Limits, SessionConfig, TlsConfig};
+
+use crate::config::ConfigError;
+use crate::transport::tls::{Identity, TlsError, install_crypto_provider};
+use crate::transport::{Handler, h2_server, h3_server, quic::Congestion};
+use auth::{Account, Accounts};
+use rpc::Rpc;
+use service::Service;
+use sessions::Sessions;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error("binding {addr}: {reason}")]
+    Bind { addr: SocketAddr, reason: String },
+}
+
+/// A started gateway.
+pub struct Gateway {
+    /// The bound port: UDP for HTTP/3, TCP for HTTP/2 and HTTP/1.1.
+    pub addr: SocketAddr,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+}
+
+impl Gateway {
+    /// Binds the listeners and starts serving.
+    pub async fn start(config: GatewayConfig) -> Result<Self, GatewayError> {
+        config.validate()?;
+        install_crypto_provider();
+        let identity = match (
+            &config.tls.cert,
+            &config.tls.key,
+            &config.tls.self_signed_cert_out,
+        ) {
+            (Some(cert), Some(key), _) => Identity::from_pem_files(cert, key)?,
+            (_, _, Some(out)) => {
+                let identity = Identity::self_signed(&config.tls.self_signed_names, out)?;
+                info!(path = %out.display(), "wrote a self-signed development certificate");
+                identity
+            }
+            _ => unreachable!("validate() requires a certificate source"),
+        };
+        let accounts = accounts(&config)?;
+        let key = match &config.sessions.signing_key {
+            Some(secret) => {
+                Sessions::key_from_secret(&secret.resolve("gateway.sessions.signing_key")?)
+            }
+            None => Sessions::random_key(),
+        };
+        let sessions = Arc::new(Sessions::new(
+            key,
+            config.sessions.idle_timeout,
+            config.sessions.max_sessions,
+        ));
+        let service = Arc::new(Service {
+            accounts,
+            rpc: Rpc {
+                sessions: sessions.clone(),
+                limits: config.limits.clone(),
+                connect_timeout: config.backend.connect_timeout,
+            },
+        });
+
+        let (endpoint, tcp) = bind_pair(config.listen, &identity).await?;
+        let addr = endpoint.local_addr().map_err(|e| GatewayError::Bind {
+            addr: config.listen,
+            reason: e.to_string(),
+        })?;
+        let shutdown = CancellationToken::new();
+        let tasks = TaskTracker::new();
+        let handler: Arc<dyn Handler> = Arc::new(service.clone());
+        let max_request = config.limits.max_request_bytes;
+        tasks.spawn(h3_server::serve(
+            endpoint,
+            handler.clone(),
+            max_request,
+            shutdown.clone(),
+        ));
+        let alt_svc = format!("h3=\":{}\"; ma=86400", addr.port());
+        let token = shutdown.clone();
+        tasks.spawn(async move {
+            if let Err(e) =
+                h2_server::serve(tcp, &identity, handler, max_request, Some(alt_svc), token).await
+            {
+                warn!(error = %e, "HTTP/2 listener failed");
+            }
+        });
+        tasks.spawn(reap_idle_sessions(
+            sessions,
+            config.sessions.idle_timeout,
+            shutdown.clone(),
+        ));
+        let warm = config.backend.warm_connections;
+        for account in service.accounts.iter().cloned() {
+            tasks.spawn(async move {
+                if let Err(e) = backend::warm(&account.pool, warm).await {
+                    warn!(user = %account.username, error = ?e.to_mysql().message, "could not pre-warm backend connections");
+                }
+            });
+        }
+        info!(%addr, "gateway listening (HTTP/3 on UDP, HTTP/2 and HTTP/1.1 on TCP)");
+        Ok(Self {
+            addr,
+            shutdown,
+            tasks,
+        })
+    }
+
+    /// Stops accepting, lets in-flight requests finish, and returns.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        self.tasks.close();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.tasks.wait()).await;
+    }
+
+    /// A token that stops the gateway when cancelled.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+}
+
+fn accounts(config: &GatewayConfig) -> Result<Accounts, ConfigError> {
+    let mut list = Vec::new();
+    for cred in &config.credentials {
+        let password = cred.password.resolve("gateway.credentials.password")?;
+        let backend_password = match &cred.backend_password {
+            Some(secret) => secret.resolve("gateway.credentials.backend_password")?,
+            None => password.clone(),
+        };
+        let backend_user = cred.backend_user.as_deref().unwrap_or(&cred.username);
+        let pool = backend::pool(
+            &config.backend,
+            backend_user,
+            &backend_password,
+            cred.database.as_deref(),
+        );
+        list.push(Account::new(
+            cred.username.clone(),
+            &password,
+            pool,
+            cred.database.clone(),
+        ));
+    }
+    Ok(Accounts::new(list))
+}
+
+/// Binds UDP and TCP on the same port number. With port 0 the UDP port is
+/// chosen first and TCP follows it, retrying if that TCP port is taken.
+async fn bind_pair(
+    listen: SocketAddr,
+    identity: &Identity,
+) -> Result<(quinn::Endpoint, TcpListener), GatewayError> {
+    let bind_err = |reason: String| GatewayError::Bind {
+        addr: listen,
+        reason,
+    };
+    for _ in 0..20 {
+        let endpoint = h3_server::bind(listen, identity, Congestion::default())
+            .map_err(|e| bind_err(e.to_string()))?;
+        let addr = endpoint.local_addr().map_err(|e| bind_err(e.to_string()))?;
+        match TcpListener::bind(addr).await {
+            Ok(tcp) => return Ok((endpoint, tcp)),
+            Err(e) if listen.port() == 0 && e.kind() == std::io::ErrorKind::AddrInUse => continue,
+            Err(e) => return Err(bind_err(format!("TCP: {e}"))),
+        }
+    }
+    Err(bind_err("no port free for both UDP and TCP".into()))
+}
+
+async fn reap_idle_sessions(
+    sessions: Arc<Sessions>,
+    idle_timeout: Duration,
+    shutdown: CancellationToken,
+) {
+    let period = (idle_timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(period) => {}
+            () = shutdown.cancelled() => return,
+        }
+        let expired = sessions.expire_idle();
+        if expired > 0 {
+            info!(expired, live = sessions.len(), "closed idle sessions");
+        }
+    }
+}

@@ -1,0 +1,417 @@
+//! The five psdb methods, over sessions and the backend.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tracing::{debug, warn};
+
+use crate::api::pb::{self, RpcError, VtCode};
+use crate::api::{ApiError, Codec, Encoding};
+use crate::translate::errors::{MysqlError, to_rpc_error};
+use crate::translate::rows::row_size;
+use crate::translate::{bind, statement};
+
+use super::auth::Account;
+use super::backend::{self, BackendError, Flow, Outcome, ResultSink};
+use super::config::Limits;
+use super::sessions::{Lease, Refusal, Sessions};
+use super::stream::StreamSink;
+
+/// Shared by every request.
+pub struct Rpc {
+    pub sessions: Arc<Sessions>,
+    pub limits: Limits,
+    pub connect_timeout: Duration,
+}
+
+/// What one statement produced, besides what went to the sink.
+struct Ran {
+    outcome: Option<Outcome>,
+    error: Option<RpcError>,
+}
+
+impl Rpc {
+    pub fn create_session(&self, account: &Account) -> Result<pb::CreateSessionResponse, ApiError> {
+        let lease = self.lease(account, None)?;
+        Ok(pb::CreateSessionResponse {
+            branch: "myquic".into(),
+            user: Some(pb::User {
+                username: account.username.clone(),
+                psid: String::new(),
+                role: 2, // readwriter: the backend account's grants decide.
+            }),
+            session: Some(self.sessions.cookie(&lease.slot, &lease.state)),
+        })
+    }
+
+    pub async fn close_session(
+        &self,
+        account: &Account,
+        request: pb::CloseSessionRequest,
+    ) -> Result<pb::CloseSessionResponse, ApiError> {
+        match self
+            .sessions
+            .lease(&account.username, request.session.as_ref())
+        {
+            Ok(lease) => self.sessions.close(lease),
+            Err(Refusal::TransactionLost(fresh)) => self.sessions.close(fresh),
+            Err(Refusal::Api(e)) => return Err(e),
+        }
+        Ok(pb::CloseSessionResponse::default())
+    }
+
+    pub async fn execute(
+        &self,
+        account: Arc<Account>,
+        request: pb::ExecuteRequest,
+    ) -> Result<pb::ExecuteResponse, ApiError> {
+        let started = Instant::now();
+        let mut lease = match self.lease_or_lost(&account, request.session.as_ref())? {
+            Ok(lease) => lease,
+            Err(lost) => return Ok(lost),
+        };
+        let mut sink = Collect {
+            limit: self.limits.max_result_bytes,
+            ..Collect::default()
+        };
+        let ran = self.run(&account, &mut lease, &request, &mut sink).await;
+        let mut error = ran.error;
+        let result = ran.outcome.map(|outcome| {
+            if sink.overflow {
+                error = Some(to_rpc_error(&MysqlError {
+                    code: 1153,
+                    state: "08S01".into(),
+                    message: format!(
+                        "result larger than the gateway's max_result_bytes ({} bytes); use StreamExecute",
+                        self.limits.max_result_bytes
+                    ),
+                }));
+            }
+            pb::QueryResult {
+                fields: sink.fields,
+                rows_affected: outcome.rows_affected,
+                insert_id: outcome.insert_id,
+                rows: sink.rows,
+                info: outcome.info,
+                insert_id_changed: outcome.insert_id != 0,
+                ..Default::default()
+            }
+        });
+        let session = self.finish(lease);
+        Ok(pb::ExecuteResponse {
+            session: Some(session),
+            result: if error.is_some() { None } else { result },
+            error,
+            timing: started.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Streams the result as bounded messages into `out` (already-framed
+    /// envelopes). Rows are read from the backend only as fast as the
+    /// client takes them.
+    pub async fn stream_execute(
+        &self,
+        account: Arc<Account>,
+        request: pb::ExecuteRequest,
+        mut sink: StreamSink,
+    ) {
+        let mut lease = match self.lease_or_lost(&account, request.session.as_ref()) {
+            Ok(Ok(lease)) => lease,
+            Ok(Err(lost)) => return sink.finish(Some(lost), None).await,
+            Err(e) => return sink.finish(None, Some(e)).await,
+        };
+        let ran = self.run(&account, &mut lease, &request, &mut sink).await;
+        let mut last = pb::ExecuteResponse {
+            error: ran.error,
+            ..Default::default()
+        };
+        if let Some(outcome) = ran
+            .outcome
+            .filter(|o| o.rows_affected != 0 || o.insert_id != 0 || !o.info.is_empty())
+        {
+            last.result = Some(pb::QueryResult {
+                rows_affected: outcome.rows_affected,
+                insert_id: outcome.insert_id,
+                info: outcome.info,
+                insert_id_changed: outcome.insert_id != 0,
+                ..Default::default()
+            });
+        }
+        sink.flush().await;
+        last.session = Some(self.finish(lease));
+        sink.finish(Some(last), None).await;
+    }
+
+    pub async fn prepare(
+        &self,
+        account: Arc<Account>,
+        request: pb::PrepareRequest,
+    ) -> Result<pb::PrepareResponse, ApiError> {
+        let mut lease = match self.lease_or_lost(&account, request.session.as_ref())? {
+            Ok(lease) => lease,
+            Err(lost) => {
+                return Ok(pb::PrepareResponse {
+                    session: lost.session,
+                    error: lost.error,
+                    ..Default::default()
+                });
+            }
+        };
+        let mut response = pb::PrepareResponse::default();
+        match self.connection(&account, &mut lease).await {
+            Err(e) => response.error = Some(to_rpc_error(&e)),
+            Ok(conn) => match backend::prepare(conn, &request.query).await {
+                Ok((fields, params)) => {
+                    response.fields = fields;
+                    response.params_count = params;
+                }
+                Err(e) => {
+                    response.error = Some(to_rpc_error(&e.to_mysql()));
+                    if matches!(e, BackendError::Connection(_)) {
+                        lease.state.conn = None;
+                    }
+                }
+            },
+        }
+        response.session = Some(self.finish(lease));
+        Ok(response)
+    }
+
+    fn lease(&self, account: &Account, cookie: Option<&pb::Session>) -> Result<Lease, ApiError> {
+        match self.sessions.lease(&account.username, cookie) {
+            Ok(lease) => Ok(lease),
+            Err(Refusal::Api(e)) => Err(e),
+            Err(Refusal::TransactionLost(fresh)) => {
+                self.sessions.close(fresh);
+                Err(ApiError::new(crate::api::Code::Aborted, LOST_TRANSACTION))
+            }
+        }
+    }
+
+    /// A lease, or the response telling the client its transaction is gone
+    /// (with a fresh session, so it can go on).
+    fn lease_or_lost(
+        &self,
+        account: &Account,
+        cookie: Option<&pb::Session>,
+    ) -> Result<Result<Lease, pb::ExecuteResponse>, ApiError> {
+        match self.sessions.lease(&account.username, cookie) {
+            Ok(lease) => Ok(Ok(lease)),
+            Err(Refusal::Api(e)) => Err(e),
+            Err(Refusal::TransactionLost(fresh)) => Ok(Err(pb::ExecuteResponse {
+                session: Some(self.sessions.cookie(&fresh.slot, &fresh.state)),
+                error: Some(lost_transaction()),
+                ..Default::default()
+            })),
+        }
+    }
+
+    /// Runs one statement on the session's connection and updates the
+    /// session from what happened.
+    async fn run<S: ResultSink>(
+        &self,
+        account: &Account,
+        lease: &mut Lease,
+        request: &pb::ExecuteRequest,
+        sink: &mut S,
+    ) -> Ran {
+        let sql = match bind::substitute(&request.query, &request.bind_variables) {
+            Ok(sql) => sql,
+            Err(e) => {
+                return Ran {
+                    outcome: None,
+                    error: Some(to_rpc_error(&e.to_mysql())),
+                };
+            }
+        };
+        debug!(sql = %sql, "execute");
+        let timeout = self.limits.query_timeout;
+        let conn = match self.connection(account, lease).await {
+            Ok(conn) => conn,
+            Err(e) => {
+                return Ran {
+                    outcome: None,
+                    error: Some(to_rpc_error(&e)),
+                };
+            }
+        };
+        let conn_id = conn.id();
+        let result = {
+            let running = backend::run(conn, &sql, sink);
+            tokio::pin!(running);
+            tokio::select! {
+                r = &mut running => r,
+                () = tokio::time::sleep(timeout) => {
+                    if let Err(e) = backend::kill_query(&account.pool, conn_id).await {
+                        warn!(error = ?e, "could not kill a statement past query_timeout");
+                    }
+                    running.await.map_err(|e| match e {
+                        BackendError::Sql(mut m) if m.code == 1317 => {
+                            m.message = format!("statement exceeded the gateway's query_timeout ({timeout:?}) and was killed");
+                            BackendError::Sql(m)
+                        }
+                        other => other,
+                    })
+                }
+            }
+        };
+        let state = &mut *lease.state;
+        match result {
+            Ok(outcome) => {
+                if outcome.insert_id != 0 {
+                    state.last_insert_id = outcome.insert_id;
+                }
+                if outcome.had_rows {
+                    state.found_rows = outcome.rows_read;
+                    state.row_count = -1;
+                } else {
+                    state.row_count = outcome.rows_affected as i64;
+                }
+                let conn = state
+                    .conn
+                    .as_mut()
+                    .expect("connection present while leased");
+                state.warnings = if outcome.warnings > 0 {
+                    backend::warnings(conn).await.unwrap_or_default()
+                } else {
+                    Vec::new()
+                };
+                if !statement::keeps_transaction_state(&sql) {
+                    self.refresh_transaction_state(lease).await;
+                }
+                Ran {
+                    outcome: Some(outcome),
+                    error: None,
+                }
+            }
+            Err(BackendError::Sql(e)) => {
+                state.warnings.clear();
+                // Deadlocks and lock timeouts can roll the transaction back.
+                self.refresh_transaction_state(lease).await;
+                Ran {
+                    outcome: None,
+                    error: Some(to_rpc_error(&e)),
+                }
+            }
+            Err(e @ BackendError::Connection(_)) => {
+                warn!(error = ?e, "backend connection lost");
+                state.conn = None;
+                Ran {
+                    outcome: None,
+                    error: Some(to_rpc_error(&e.to_mysql())),
+                }
+            }
+        }
+    }
+
+    async fn refresh_transaction_state(&self, lease: &mut Lease) {
+        let state = &mut *lease.state;
+        let Some(conn) = state.conn.as_mut() else {
+            return;
+        };
+        match backend::transaction_state(conn).await {
+            Ok((in_tx, autocommit)) => {
+                state.in_transaction = in_tx;
+                state.autocommit = autocommit;
+            }
+            Err(BackendError::Connection(_)) => state.conn = None,
+            Err(BackendError::Sql(e)) => debug!(code = e.code, "transaction state unavailable"),
+        }
+    }
+
+    /// The session's pinned connection, taken from the pool at first use.
+    async fn connection<'a>(
+        &self,
+        account: &Account,
+        lease: &'a mut Lease,
+    ) -> Result<&'a mut mysql_async::Conn, MysqlError> {
+        let state = &mut *lease.state;
+        if state.conn.is_none() {
+            let conn = tokio::time::timeout(self.connect_timeout, account.pool.get_conn())
+                .await
+                .map_err(|_| MysqlError {
+                    code: 2013,
+                    state: "HY000".into(),
+                    message: "timed out waiting for a backend connection".into(),
+                })?
+                .map_err(|e| BackendError::from(e).to_mysql())?;
+            state.conn = Some(conn);
+        }
+        Ok(state.conn.as_mut().expect("set above"))
+    }
+
+    /// Ends a request: a session whose connection broke is discarded (and
+    /// remembered if it held a transaction), others stay for the next.
+    fn finish(&self, lease: Lease) -> pb::Session {
+        let cookie = self.sessions.cookie(&lease.slot, &lease.state);
+        if lease.state.conn.is_none() && lease.state.in_transaction {
+            self.sessions.discard(lease, true);
+        }
+        cookie
+    }
+}
+
+const LOST_TRANSACTION: &str = "the session's transaction was rolled back: the session expired, or its backend connection was lost, inside a transaction";
+
+fn lost_transaction() -> RpcError {
+    let mut e = to_rpc_error(&MysqlError {
+        code: 1927,
+        state: "70100".into(),
+        message: LOST_TRANSACTION.into(),
+    });
+    e.code = VtCode::Aborted as i32;
+    e
+}
+
+/// Collects a unary result, up to a size limit.
+#[derive(Default)]
+struct Collect {
+    fields: Vec<pb::Field>,
+    rows: Vec<pb::Row>,
+    bytes: usize,
+    limit: usize,
+    overflow: bool,
+    has_fields: bool,
+}
+
+impl ResultSink for Collect {
+    async fn fields(&mut self, fields: Vec<pb::Field>) -> Flow {
+        // A unary result carries one result set: the first.
+        if self.has_fields {
+            return Flow::Discard;
+        }
+        self.has_fields = true;
+        self.fields = fields;
+        Flow::Continue
+    }
+
+    async fn row(&mut self, row: pb::Row) -> Flow {
+        self.bytes += row_size(&row);
+        if self.bytes > self.limit {
+            self.overflow = true;
+            self.rows = Vec::new();
+            return Flow::Discard;
+        }
+        self.rows.push(row);
+        Flow::Continue
+    }
+}
+
+/// Encodes one message for a response body.
+pub fn encode_message<M>(
+    codec: Codec,
+    encoding: Encoding,
+    compress_min: usize,
+    message: &M,
+) -> (Bytes, bool)
+where
+    M: prost::Message + serde::Serialize,
+{
+    let raw = codec.encode(message);
+    if encoding != Encoding::Identity && raw.len() >= compress_min {
+        (encoding.compress(&raw), true)
+    } else {
+        (raw, false)
+    }
+}

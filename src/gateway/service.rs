@@ -1,0 +1,289 @@
+//! HTTP → Connect → RPC: parses and authenticates a request, runs the
+//! method, and renders the answer. Every API error of the gateway is
+//! rendered here and nowhere else.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use tokio::sync::mpsc;
+use tracing::{Instrument, info_span};
+
+use crate::api::compression::SUPPORTED;
+use crate::api::connect::take_envelope;
+use crate::api::{ApiError, Code, Codec, Encoding, Framing, Method};
+use crate::transport::{Body, BodyError, Handler, Request, Response};
+
+use super::auth::Accounts;
+use super::rpc::{Rpc, encode_message};
+use super::stream::StreamSink;
+
+/// Envelopes in flight between the statement and the transport.
+const STREAM_BUFFER: usize = 2;
+
+pub struct Service {
+    pub accounts: Accounts,
+    pub rpc: Rpc,
+}
+
+/// How the client wants its answer.
+#[derive(Clone, Copy)]
+struct Wire {
+    codec: Codec,
+    framing: Framing,
+    response_encoding: Encoding,
+}
+
+impl Handler for Arc<Service> {
+    fn handle(&self, request: Request) -> Pin<Box<dyn Future<Output = Response> + Send>> {
+        let service = self.clone();
+        let span = info_span!("request", path = %request.path, version = request.version.as_str());
+        Box::pin(async move { service.serve(request).await }.instrument(span))
+    }
+}
+
+impl Service {
+    async fn serve(self: Arc<Self>, request: Request) -> Response {
+        if request.method != http::Method::POST {
+            let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "only POST is supported\n");
+            response
+                .headers
+                .insert(header::ALLOW, HeaderValue::from_static("POST"));
+            return response;
+        }
+        let Some(method) = Method::from_path(&request.path) else {
+            return render_error(
+                None,
+                &ApiError::new(Code::NotFound, format!("no such method: {}", request.path)),
+            );
+        };
+        let content_type =
+            header_str(&request.headers, header::CONTENT_TYPE.as_str()).unwrap_or("");
+        let Some((codec, framing)) = Codec::from_content_type(content_type)
+            .filter(|(_, f)| (*f == Framing::Streaming) == method.is_streaming())
+        else {
+            let mut response = plain(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported content type\n",
+            );
+            let accept = if method.is_streaming() {
+                "application/connect+proto, application/connect+json"
+            } else {
+                "application/proto, application/json"
+            };
+            response
+                .headers
+                .insert("accept-post", HeaderValue::from_static(accept));
+            return response;
+        };
+        let (encoding_header, accept_header) = match framing {
+            Framing::Unary => ("content-encoding", "accept-encoding"),
+            Framing::Streaming => ("connect-content-encoding", "connect-accept-encoding"),
+        };
+        let mut wire = Wire {
+            codec,
+            framing,
+            response_encoding: Encoding::Identity,
+        };
+        let request_encoding =
+            match Encoding::for_request(header_str(&request.headers, encoding_header)) {
+                Ok(e) => e,
+                Err(e) => return render_error(Some(wire), &e),
+            };
+        wire.response_encoding = Encoding::negotiate(
+            request_encoding,
+            header_str(&request.headers, accept_header),
+        );
+        match self.dispatch(method, wire, request_encoding, request).await {
+            Ok(response) => response,
+            Err(e) => render_error(Some(wire), &e),
+        }
+    }
+
+    async fn dispatch(
+        self: Arc<Self>,
+        method: Method,
+        wire: Wire,
+        request_encoding: Encoding,
+        request: Request,
+    ) -> Result<Response, ApiError> {
+        let limit = self.rpc.limits.max_request_bytes;
+        let body = request.body.map_err(|e| match e {
+            BodyError::TooLarge { limit } => ApiError::new(
+                Code::ResourceExhausted,
+                format!("request body larger than max_request_bytes ({limit} bytes)"),
+            ),
+            BodyError::Broken(detail) => {
+                ApiError::new(Code::Canceled, format!("request body: {detail}"))
+            }
+        })?;
+        // Authenticate before decoding: an anonymous caller gets nothing
+        // but a 401 from us, whatever it sends.
+        let authorization = header_str(&request.headers, header::AUTHORIZATION.as_str());
+        let account = self.accounts.authenticate(authorization)?;
+        let message = match wire.framing {
+            Framing::Unary => request_encoding.decompress(body, limit)?,
+            Framing::Streaming => single_envelope(body, request_encoding, limit)?,
+        };
+        let rpc = &self.rpc;
+        match method {
+            Method::CreateSession => {
+                let _: crate::api::pb::CreateSessionRequest = wire.codec.decode(&message)?;
+                Ok(self.unary(wire, &rpc.create_session(&account)?))
+            }
+            Method::CloseSession => {
+                let req = wire.codec.decode(&message)?;
+                Ok(self.unary(wire, &rpc.close_session(&account, req).await?))
+            }
+            Method::Execute => {
+                let req = wire.codec.decode(&message)?;
+                // The statement runs in its own task: a client that hangs up
+                // must not cancel it halfway and leave the session torn.
+                let service = self.clone();
+                let task = tokio::spawn(
+                    async move { service.rpc.execute(account, req).await }.in_current_span(),
+                );
+                let response = task
+                    .await
+                    .map_err(|e| ApiError::new(Code::Internal, e.to_string()))??;
+                Ok(self.unary(wire, &response))
+            }
+            Method::Prepare => {
+                let req = wire.codec.decode(&message)?;
+                let service = self.clone();
+                let task = tokio::spawn(
+                    async move { service.rpc.prepare(account, req).await }.in_current_span(),
+                );
+                let response = task
+                    .await
+                    .map_err(|e| ApiError::new(Code::Internal, e.to_string()))??;
+                Ok(self.unary(wire, &response))
+            }
+            Method::StreamExecute => {
+                let req = wire.codec.decode(&message)?;
+                let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+                let limits = &rpc.limits;
+                let sink = StreamSink::new(
+                    wire.codec,
+                    wire.response_encoding,
+                    limits.compress_min_bytes,
+                    limits.stream_message_bytes,
+                    tx,
+                );
+                let service = self.clone();
+                tokio::spawn(
+                    async move { service.rpc.stream_execute(account, req, sink).await }
+                        .in_current_span(),
+                );
+                Ok(stream_response(wire, rx))
+            }
+        }
+    }
+
+    fn unary<M: prost::Message + serde::Serialize>(&self, wire: Wire, message: &M) -> Response {
+        let min = self.rpc.limits.compress_min_bytes;
+        let (body, compressed) = encode_message(wire.codec, wire.response_encoding, min, message);
+        let mut headers = base_headers(wire);
+        if compressed {
+            headers.insert(
+                header::CONTENT_ENCODING,
+                HeaderValue::from_static(wire.response_encoding.as_str()),
+            );
+        }
+        Response {
+            status: StatusCode::OK,
+            headers,
+            body: Body::Full(body),
+        }
+    }
+}
+
+/// The one place gateway API errors become HTTP: unary calls get the
+/// Connect status and JSON body, streaming calls a 200 whose end-of-stream
+/// envelope carries the error.
+fn render_error(wire: Option<Wire>, error: &ApiError) -> Response {
+    tracing::info!(code = error.code.as_str(), "request refused");
+    match wire {
+        Some(wire) if wire.framing == Framing::Streaming => {
+            let (tx, rx) = mpsc::channel(1);
+            tx.try_send(crate::api::connect::end_stream(Some(error)))
+                .expect("a fresh channel has room");
+            stream_response(wire, rx)
+        }
+        _ => {
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            Response {
+                status: StatusCode::from_u16(error.code.http_status()).expect("valid status"),
+                headers,
+                body: Body::Full(error.to_json().into()),
+            }
+        }
+    }
+}
+
+fn stream_response(wire: Wire, rx: mpsc::Receiver<Bytes>) -> Response {
+    let mut headers = base_headers(wire);
+    if wire.response_encoding != Encoding::Identity {
+        headers.insert(
+            "connect-content-encoding",
+            HeaderValue::from_static(wire.response_encoding.as_str()),
+        );
+    }
+    Response {
+        status: StatusCode::OK,
+        headers,
+        body: Body::Stream(rx),
+    }
+}
+
+fn base_headers(wire: Wire) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(wire.codec.content_type(wire.framing)),
+    );
+    let accept = match wire.framing {
+        Framing::Unary => "accept-encoding",
+        Framing::Streaming => "connect-accept-encoding",
+    };
+    headers.insert(accept, HeaderValue::from_static(SUPPORTED));
+    headers
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response {
+    let mut headers = HeaderMap::new();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    Response {
+        status,
+        headers,
+        body: Body::Full(Bytes::from_static(text.as_bytes())),
+    }
+}
+
+/// A streaming request body is exactly one enveloped message.
+fn single_envelope(body: Bytes, encoding: Encoding, limit: usize) -> Result<Bytes, ApiError> {
+    let mut buf = BytesMut::from(&body[..]);
+    let envelope = take_envelope(&mut buf, limit)?
+        .ok_or_else(|| ApiError::new(Code::InvalidArgument, "truncated request envelope"))?;
+    if !buf.is_empty() || envelope.is_end_stream() {
+        return Err(ApiError::new(
+            Code::InvalidArgument,
+            "StreamExecute takes exactly one request message",
+        ));
+    }
+    if envelope.is_compressed() {
+        encoding.decompress(envelope.payload, limit)
+    } else {
+        Ok(envelope.payload)
+    }
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}

@@ -1,0 +1,339 @@
+//! Sessions: the state a client's opaque `Session` cookie stands for.
+//!
+//! The cookie names a session by its `SessionUUID` and carries an HMAC over
+//! (owner, uuid), so it can be neither forged nor used by another user. The
+//! truth (the pinned backend connection, transaction state) lives here; the
+//! cookie's other fields are a report to the client, never trusted.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use rand::RngCore;
+use sha2::Sha256;
+
+use crate::api::pb::vitess::query::v22::{ExecuteOptions, execute_options::IncludedFields};
+use crate::api::pb::{self, VitessSession};
+use crate::api::{ApiError, Code};
+
+/// How long the gateway remembers that an expired session held a
+/// transaction, to refuse it clearly rather than start afresh.
+const TOMBSTONE_TTL: Duration = Duration::from_secs(3600);
+const MAX_TOMBSTONES: usize = 100_000;
+
+/// What one session holds between requests.
+#[derive(Default)]
+pub struct SessionState {
+    /// The pinned backend connection; taken from the pool at first use.
+    pub conn: Option<mysql_async::Conn>,
+    pub in_transaction: bool,
+    pub autocommit: bool,
+    pub last_insert_id: u64,
+    pub found_rows: u64,
+    pub row_count: i64,
+    pub warnings: Vec<pb::QueryWarning>,
+}
+
+/// One registered session.
+pub struct Slot {
+    pub id: String,
+    pub owner: String,
+    state: Arc<tokio::sync::Mutex<SessionState>>,
+    last_used: Mutex<Instant>,
+}
+
+/// Exclusive use of a session for the length of one request.
+pub struct Lease {
+    pub slot: Arc<Slot>,
+    pub state: tokio::sync::OwnedMutexGuard<SessionState>,
+}
+
+impl Drop for Lease {
+    /// Idle time counts from the end of the last request, not its start.
+    fn drop(&mut self) {
+        *self.slot.last_used.lock().expect("not poisoned") = Instant::now();
+    }
+}
+
+/// Why a request cannot use the session it named.
+pub enum Refusal {
+    /// A protocol-level failure (forgery, concurrent use, limits).
+    Api(ApiError),
+    /// The session expired, or the gateway restarted, while it held a
+    /// transaction: the transaction is gone. A fresh session is offered.
+    TransactionLost(Lease),
+}
+
+pub struct Sessions {
+    key: [u8; 32],
+    idle_timeout: Duration,
+    max_sessions: usize,
+    live: Mutex<HashMap<String, Arc<Slot>>>,
+    /// Expired sessions that were inside a transaction, and when.
+    tombstones: Mutex<HashMap<String, Instant>>,
+}
+
+impl Sessions {
+    pub fn new(key: [u8; 32], idle_timeout: Duration, max_sessions: usize) -> Self {
+        Self {
+            key,
+            idle_timeout,
+            max_sessions,
+            live: Mutex::new(HashMap::new()),
+            tombstones: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A random key, for deployments that configure none.
+    pub fn random_key() -> [u8; 32] {
+        let mut key = [0u8; 32];
+        rand::rng().fill_bytes(&mut key);
+        key
+    }
+
+    /// A key derived from configured secret text.
+    pub fn key_from_secret(secret: &str) -> [u8; 32] {
+        use sha2::Digest;
+        Sha256::digest(secret.as_bytes()).into()
+    }
+
+    pub fn len(&self) -> usize {
+        self.live.lock().expect("not poisoned").len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Leases the session a request names, or a new one.
+    pub fn lease(&self, owner: &str, cookie: Option<&pb::Session>) -> Result<Lease, Refusal> {
+        let named = cookie
+            .and_then(|c| c.vitess_session.as_ref())
+            .filter(|v| !v.session_uuid.is_empty());
+        let Some(vitess) = named else {
+            return self.create(owner, new_id()).map_err(Refusal::Api);
+        };
+        let id = &vitess.session_uuid;
+        let signature = cookie.map(|c| &c.signature[..]).unwrap_or_default();
+        if !self.verify(owner, id, signature) {
+            return Err(Refusal::Api(ApiError::new(
+                Code::PermissionDenied,
+                "invalid session: signature does not match (sessions cannot be edited or shared between users)",
+            )));
+        }
+        let existing = self.live.lock().expect("not poisoned").get(id).cloned();
+        if let Some(slot) = existing {
+            let state = slot.state.clone().try_lock_owned().map_err(|_| {
+                Refusal::Api(ApiError::new(
+                    Code::Aborted,
+                    "session is already in use by another request; a session runs one request at a time",
+                ))
+            })?;
+            *slot.last_used.lock().expect("not poisoned") = Instant::now();
+            return Ok(Lease { slot, state });
+        }
+        let tombstone = self
+            .tombstones
+            .lock()
+            .expect("not poisoned")
+            .remove(id)
+            .is_some();
+        if tombstone || vitess.in_transaction {
+            let fresh = self.create(owner, new_id()).map_err(Refusal::Api)?;
+            return Err(Refusal::TransactionLost(fresh));
+        }
+        // Idle-expired (or closed) outside a transaction: nothing was lost,
+        // so the session continues on a new backend connection.
+        self.create(owner, id.clone()).map_err(Refusal::Api)
+    }
+
+    /// Ends a session now; its connection returns to the pool, which
+    /// resets it (rolling back any transaction).
+    pub fn close(&self, lease: Lease) {
+        self.live
+            .lock()
+            .expect("not poisoned")
+            .remove(&lease.slot.id);
+    }
+
+    /// Ends a session whose backend connection broke. If it was inside a
+    /// transaction, later requests naming it are told the transaction is
+    /// gone instead of silently running on a new connection.
+    pub fn discard(&self, lease: Lease, was_in_transaction: bool) {
+        if was_in_transaction {
+            let mut tombstones = self.tombstones.lock().expect("not poisoned");
+            if tombstones.len() < MAX_TOMBSTONES {
+                tombstones.insert(lease.slot.id.clone(), Instant::now());
+            }
+        }
+        self.close(lease);
+    }
+
+    /// Removes sessions idle past the timeout, remembering those that
+    /// were inside a transaction. Returns how many were removed.
+    pub fn expire_idle(&self) -> usize {
+        let now = Instant::now();
+        let mut expired = Vec::new();
+        {
+            let mut live = self.live.lock().expect("not poisoned");
+            live.retain(|_, slot| {
+                let idle = now.duration_since(*slot.last_used.lock().expect("not poisoned"));
+                if idle < self.idle_timeout {
+                    return true;
+                }
+                // A session in use is not idle, whatever its timestamp.
+                match slot.state.clone().try_lock_owned() {
+                    Ok(state) => {
+                        expired.push((slot.id.clone(), state));
+                        false
+                    }
+                    Err(_) => true,
+                }
+            });
+        }
+        let mut tombstones = self.tombstones.lock().expect("not poisoned");
+        tombstones.retain(|_, at| now.duration_since(*at) < TOMBSTONE_TTL);
+        let count = expired.len();
+        for (id, state) in expired {
+            if state.in_transaction && tombstones.len() < MAX_TOMBSTONES {
+                tombstones.insert(id, now);
+            }
+            // Dropping the state drops the connection back into the pool.
+        }
+        count
+    }
+
+    /// The cookie for a session's current state.
+    pub fn cookie(&self, slot: &Slot, state: &SessionState) -> pb::Session {
+        let vitess = VitessSession {
+            in_transaction: state.in_transaction,
+            autocommit: state.autocommit,
+            options: Some(ExecuteOptions {
+                included_fields: IncludedFields::All as i32,
+                client_found_rows: true,
+                ..Default::default()
+            }),
+            last_insert_id: state.last_insert_id,
+            found_rows: state.found_rows,
+            row_count: state.row_count,
+            warnings: state.warnings.clone(),
+            ddl_strategy: "direct".into(),
+            session_uuid: slot.id.clone(),
+            enable_system_settings: true,
+            ..Default::default()
+        };
+        pb::Session {
+            signature: self.sign(&slot.owner, &slot.id).to_vec().into(),
+            vitess_session: Some(vitess),
+        }
+    }
+
+    fn create(&self, owner: &str, id: String) -> Result<Lease, ApiError> {
+        let mut live = self.live.lock().expect("not poisoned");
+        if live.len() >= self.max_sessions {
+            return Err(ApiError::new(
+                Code::ResourceExhausted,
+                format!("too many sessions (limit {})", self.max_sessions),
+            ));
+        }
+        let state = SessionState {
+            autocommit: true,
+            row_count: -1,
+            ..Default::default()
+        };
+        let slot = Arc::new(Slot {
+            id: id.clone(),
+            owner: owner.to_string(),
+            state: Arc::new(tokio::sync::Mutex::new(state)),
+            last_used: Mutex::new(Instant::now()),
+        });
+        let state = slot
+            .state
+            .clone()
+            .try_lock_owned()
+            .expect("a new session is free");
+        live.insert(id, slot.clone());
+        Ok(Lease { slot, state })
+    }
+
+    fn mac(&self, owner: &str, id: &str) -> Hmac<Sha256> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key length");
+        mac.update(b"myquic-session-v1\0");
+        mac.update(owner.as_bytes());
+        mac.update(b"\0");
+        mac.update(id.as_bytes());
+        mac
+    }
+
+    fn sign(&self, owner: &str, id: &str) -> [u8; 32] {
+        self.mac(owner, id).finalize().into_bytes().into()
+    }
+
+    fn verify(&self, owner: &str, id: &str, signature: &[u8]) -> bool {
+        self.mac(owner, id).verify_slice(signature).is_ok()
+    }
+}
+
+/// 128 random bits, URL-safe base64 (22 characters, like Vitess's nanoid).
+fn new_id() -> String {
+    let mut bytes = [0u8; 16];
+    rand::rng().fill_bytes(&mut bytes);
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sessions() -> Sessions {
+        Sessions::new([7; 32], Duration::from_millis(0), 10)
+    }
+
+    #[test]
+    fn cookies_are_bound_to_their_owner() {
+        let s = sessions();
+        let lease = s.lease("alice", None).ok().unwrap();
+        let cookie = s.cookie(&lease.slot, &lease.state);
+        drop(lease);
+        assert!(s.lease("alice", Some(&cookie)).is_ok());
+        match s.lease("mallory", Some(&cookie)) {
+            Err(Refusal::Api(e)) => assert_eq!(e.code, Code::PermissionDenied),
+            _ => panic!("another user's cookie was accepted"),
+        }
+        let mut forged = cookie.clone();
+        forged.vitess_session.as_mut().unwrap().session_uuid = "someone-else".into();
+        assert!(matches!(
+            s.lease("alice", Some(&forged)),
+            Err(Refusal::Api(_))
+        ));
+    }
+
+    #[test]
+    fn concurrent_use_is_refused() {
+        let s = sessions();
+        let lease = s.lease("alice", None).ok().unwrap();
+        let cookie = s.cookie(&lease.slot, &lease.state);
+        match s.lease("alice", Some(&cookie)) {
+            Err(Refusal::Api(e)) => assert_eq!(e.code, Code::Aborted),
+            _ => panic!("a session in use was leased twice"),
+        }
+    }
+
+    #[test]
+    fn expiry_inside_a_transaction_is_remembered() {
+        let s = sessions();
+        let mut lease = s.lease("alice", None).ok().unwrap();
+        lease.state.in_transaction = true;
+        let mut cookie = s.cookie(&lease.slot, &lease.state);
+        drop(lease);
+        assert_eq!(s.expire_idle(), 1);
+        // Even a client that lies about being outside a transaction is told.
+        cookie.vitess_session.as_mut().unwrap().in_transaction = false;
+        assert!(matches!(
+            s.lease("alice", Some(&cookie)),
+            Err(Refusal::TransactionLost(_))
+        ));
+    }
+}

@@ -1,0 +1,19 @@
+//! myquic: MySQL over HTTP/3.
+//!
+//! One binary, two roles:
+//! - [`gateway`]: PlanetScale's `psdb.v1alpha1.Database` HTTP API (Connect
+//!   protocol) served over HTTP/3 and HTTP/2 in front of a MySQL/MariaDB
+//!   backend.
+//! - the sidecar (next milestone): a local MySQL listener that carries every
+//!   client's commands over one long-lived QUIC connection to a gateway.
+//!
+//! Layout: [`api`] is the psdb/Connect protocol (pure), [`translate`] the
+//! MySQL ⇄ psdb mapping (pure), [`transport`] the QUIC/HTTP/TLS edges, and
+//! [`gateway`] the server role that wires them to a database.
+
+pub mod api;
+pub mod config;
+pub mod gateway;
+pub mod telemetry;
+pub mod translate;
+pub mod transport;

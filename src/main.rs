@@ -1,0 +1,124 @@
+//! `myquic`: command-line entry point.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use myquic::config::ConfigFile;
+use myquic::gateway::Gateway;
+use myquic::telemetry::{self, LogFormat};
+
+#[derive(Parser)]
+#[command(version, about = "MySQL over HTTP/3: sidecar and gateway")]
+struct Cli {
+    /// Configuration file (TOML); see config.example.toml.
+    #[arg(long, short, global = true, env = "MYQUIC_CONFIG")]
+    config: Option<PathBuf>,
+    /// Log format.
+    #[arg(
+        long,
+        global = true,
+        env = "MYQUIC_LOG_FORMAT",
+        default_value = "human"
+    )]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the psdb.v1alpha1 HTTP API (HTTP/3 + HTTP/2) in front of MySQL.
+    Gateway(GatewayArgs),
+}
+
+/// Flags override the environment, which overrides the file.
+#[derive(clap::Args)]
+struct GatewayArgs {
+    /// Address for HTTP/3 (UDP) and HTTP/2 (TCP) [gateway.listen].
+    #[arg(long, env = "MYQUIC_GATEWAY_LISTEN")]
+    listen: Option<std::net::SocketAddr>,
+    /// Backend MySQL host:port [gateway.backend.address].
+    #[arg(long, env = "MYQUIC_GATEWAY_BACKEND_ADDRESS")]
+    backend_address: Option<String>,
+    /// Backend MySQL unix socket [gateway.backend.socket].
+    #[arg(long, env = "MYQUIC_GATEWAY_BACKEND_SOCKET")]
+    backend_socket: Option<PathBuf>,
+    /// Generate a self-signed certificate and write it here
+    /// [gateway.tls.self_signed_cert_out].
+    #[arg(long, env = "MYQUIC_GATEWAY_SELF_SIGNED_CERT_OUT")]
+    self_signed_cert_out: Option<PathBuf>,
+    /// Check the configuration and exit.
+    #[arg(long)]
+    check_config: bool,
+}
+
+/// Exit codes: 0 clean stop, 1 runtime failure, 64 bad configuration.
+const EXIT_CONFIG: u8 = 64;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    telemetry::init(cli.log_format, "info");
+    let file = match ConfigFile::load(cli.config.as_deref()) {
+        Ok(file) => file,
+        Err(e) => {
+            eprintln!("myquic: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    match cli.command {
+        Command::Gateway(args) => runtime.block_on(gateway(file, args)),
+    }
+}
+
+async fn gateway(file: ConfigFile, args: GatewayArgs) -> ExitCode {
+    let mut config = file.gateway;
+    if let Some(listen) = args.listen {
+        config.listen = listen;
+    }
+    if let Some(address) = args.backend_address {
+        config.backend.address = Some(address);
+        config.backend.socket = None;
+    }
+    if let Some(socket) = args.backend_socket {
+        config.backend.socket = Some(socket);
+    }
+    if let Some(out) = args.self_signed_cert_out {
+        config.tls.self_signed_cert_out = Some(out);
+        config.tls.cert = None;
+        config.tls.key = None;
+    }
+    if let Err(e) = config.validate() {
+        eprintln!("myquic: {e}");
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    if args.check_config {
+        println!("configuration OK");
+        return ExitCode::SUCCESS;
+    }
+    let gateway = match Gateway::start(config).await {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("myquic: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    gateway.shutdown().await;
+    ExitCode::SUCCESS
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

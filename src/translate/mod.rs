@@ -1,0 +1,8 @@
+//! MySQL ⇄ psdb translation as pure functions: type mapping, rows, bind
+//! variables, error numbers and statement classification. No I/O.
+
+pub mod bind;
+pub mod errors;
+pub mod rows;
+pub mod statement;
+pub mod types;

@@ -1,0 +1,94 @@
+//! Cheap statement classification, used to avoid asking the backend for the
+//! transaction state after statements that cannot change it.
+
+/// True if `sql` is a single plain data statement (SELECT, INSERT, UPDATE,
+/// DELETE, REPLACE, SHOW, …). Such a statement cannot start or end a
+/// transaction, nor change autocommit: with autocommit on it commits
+/// itself, inside a transaction it stays inside. Anything else (BEGIN,
+/// COMMIT, SET, DDL, CALL, multi-statements, executable comments) returns
+/// false, and the caller asks the backend.
+pub fn keeps_transaction_state(sql: &str) -> bool {
+    let Some(keyword) = leading_keyword(sql) else {
+        return false;
+    };
+    let plain = [
+        "SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE", "SHOW", "DESCRIBE", "DESC", "EXPLAIN",
+        "WITH", "VALUES", "TABLE", "DO",
+    ];
+    plain.iter().any(|k| keyword.eq_ignore_ascii_case(k)) && !has_inner_semicolon(sql)
+}
+
+/// The first word of the statement, after whitespace, comments and
+/// opening parentheses; `None` for executable comments (`/*! … */`).
+pub fn leading_keyword(sql: &str) -> Option<&str> {
+    let bytes = sql.as_bytes();
+    let mut i = 0;
+    loop {
+        while i < bytes.len() && (bytes[i].is_ascii_whitespace() || bytes[i] == b'(') {
+            i += 1;
+        }
+        if bytes[i..].starts_with(b"/*") {
+            if bytes[i..].starts_with(b"/*!") || bytes[i..].starts_with(b"/*M!") {
+                return None;
+            }
+            let end = bytes[i + 2..].windows(2).position(|w| w == b"*/")?;
+            i += 2 + end + 2;
+        } else if bytes[i..].starts_with(b"#") || bytes[i..].starts_with(b"-- ") {
+            let end = bytes[i..].iter().position(|&c| c == b'\n')?;
+            i += end + 1;
+        } else {
+            break;
+        }
+    }
+    let end = bytes[i..]
+        .iter()
+        .position(|c| !c.is_ascii_alphabetic())
+        .map_or(bytes.len(), |p| i + p);
+    (end > i).then(|| &sql[i..end])
+}
+
+/// A `;` outside quotes with something after it: more than one statement.
+fn has_inner_semicolon(sql: &str) -> bool {
+    let bytes = sql.as_bytes();
+    let mut quote = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        match quote {
+            Some(q) if c == b'\\' && q != b'`' => i += 1,
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if matches!(c, b'\'' | b'"' | b'`') => quote = Some(c),
+            None if c == b';' => {
+                return !sql[i + 1..].trim().is_empty();
+            }
+            None => {}
+        }
+        i += 1;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification() {
+        assert!(keeps_transaction_state("  select 1"));
+        assert!(keeps_transaction_state(
+            "/* c */ (SELECT 1) UNION (SELECT 2);"
+        ));
+        assert!(keeps_transaction_state("insert into t values (';begin')"));
+        assert!(!keeps_transaction_state("BEGIN"));
+        assert!(!keeps_transaction_state("start transaction"));
+        assert!(!keeps_transaction_state("commit"));
+        assert!(!keeps_transaction_state("set autocommit=0"));
+        assert!(!keeps_transaction_state("create table t (a int)"));
+        assert!(!keeps_transaction_state("select 1; commit"));
+        assert!(!keeps_transaction_state("/*!40101 begin */"));
+        assert!(!keeps_transaction_state("call p()"));
+        assert!(!keeps_transaction_state(""));
+        assert_eq!(leading_keyword("-- x\n# y\n  update t"), Some("update"));
+    }
+}

@@ -1,0 +1,74 @@
+//! quinn settings shared by both ends. The defaults suit a browser, not a
+//! proxy multiplexing thousands of MySQL clients and 30 MB results over
+//! one connection (rust-stack.md §3).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use quinn::{TransportConfig, VarInt};
+
+/// Concurrent requests on one connection (quinn default: 100).
+const MAX_STREAMS: u32 = 4096;
+/// Per-stream receive window: 16 MiB keeps one bulk stream from being
+/// window-limited at WAN round-trip times (default 1.25 MB).
+const STREAM_WINDOW: u32 = 16 << 20;
+/// Connection-wide receive and send windows.
+const CONNECTION_WINDOW: u32 = 64 << 20;
+/// Socket buffers; the kernel's 208 KiB default drops packets under load.
+const UDP_BUFFER: usize = 4 << 20;
+
+/// Which congestion controller QUIC uses. Cubic and NewReno collapse under
+/// random loss (Mathis limit); BBR does not.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Congestion {
+    #[default]
+    Bbr,
+    Cubic,
+    NewReno,
+}
+
+pub fn transport_config(
+    congestion: Congestion,
+    keep_alive: Option<Duration>,
+) -> Arc<TransportConfig> {
+    let mut t = TransportConfig::default();
+    t.max_concurrent_bidi_streams(VarInt::from_u32(MAX_STREAMS))
+        .max_concurrent_uni_streams(VarInt::from_u32(100))
+        .stream_receive_window(VarInt::from_u32(STREAM_WINDOW))
+        .receive_window(VarInt::from_u32(CONNECTION_WINDOW))
+        .send_window(u64::from(CONNECTION_WINDOW))
+        .max_idle_timeout(Some(
+            Duration::from_secs(60)
+                .try_into()
+                .expect("60 s fits a VarInt"),
+        ))
+        .keep_alive_interval(keep_alive);
+    match congestion {
+        Congestion::Bbr => {
+            t.congestion_controller_factory(Arc::new(quinn::congestion::BbrConfig::default()));
+        }
+        Congestion::Cubic => {
+            t.congestion_controller_factory(Arc::new(quinn::congestion::CubicConfig::default()));
+        }
+        Congestion::NewReno => {
+            t.congestion_controller_factory(Arc::new(quinn::congestion::NewRenoConfig::default()));
+        }
+    }
+    Arc::new(t)
+}
+
+/// A UDP socket with large buffers, bound to `addr`.
+pub fn udp_socket(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    // Best effort: the kernel caps these at net.core.{r,w}mem_max.
+    let _ = socket.set_recv_buffer_size(UDP_BUFFER);
+    let _ = socket.set_send_buffer_size(UDP_BUFFER);
+    if addr.is_ipv6() {
+        socket.set_only_v6(false).ok();
+    }
+    socket.bind(&addr.into())?;
+    Ok(socket.into())
+}
