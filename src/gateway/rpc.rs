@@ -246,13 +246,19 @@ impl Rpc {
                     if let Err(e) = backend::kill_query(&account.pool, conn_id).await {
                         warn!(error = ?e, "could not kill a statement past query_timeout");
                     }
-                    running.await.map_err(|e| match e {
-                        BackendError::Sql(mut m) if m.code == 1317 => {
-                            m.message = format!("statement exceeded the gateway's query_timeout ({timeout:?}) and was killed");
-                            BackendError::Sql(m)
-                        }
-                        other => other,
-                    })
+                    // MariaDB answers some killed statements (SLEEP,
+                    // BENCHMARK) with an ordinary-looking result, so the
+                    // backend's answer is never passed on as a success.
+                    match running.await {
+                        Err(BackendError::Connection(e)) => Err(BackendError::Connection(e)),
+                        _ => Err(BackendError::Sql(MysqlError {
+                            code: 1317,
+                            state: "70100".into(),
+                            message: format!(
+                                "Query execution was interrupted: the statement exceeded the gateway's query_timeout ({timeout:?}) and was killed; it may have partially completed"
+                            ),
+                        })),
+                    }
                 }
             }
         };
@@ -277,7 +283,10 @@ impl Rpc {
                 } else {
                     Vec::new()
                 };
-                if !statement::keeps_transaction_state(&sql) {
+                // With autocommit off, even a plain statement opens a transaction.
+                let may_change = !statement::keeps_transaction_state(&sql)
+                    || (!state.autocommit && !state.in_transaction);
+                if may_change {
                     self.refresh_transaction_state(lease).await;
                 }
                 Ran {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::{Buf, Bytes, BytesMut};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpStream;
 
 use super::HttpVersion;
@@ -120,6 +120,7 @@ impl Connection {
             .await
             .map_err(|e| err(&e))?;
         let (send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
             .initial_stream_window_size(8 << 20)
             .initial_connection_window_size(32 << 20)
             .keep_alive_interval(Duration::from_secs(15))

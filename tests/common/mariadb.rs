@@ -1,0 +1,170 @@
+//! A private MariaDB server per test: its own datadir (copied from a
+//! template built once per run) and a unix socket in the system temp dir.
+//! No TCP port, so nothing on the machine can collide with it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+
+pub struct MariaDb {
+    child: Child,
+    pub socket: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+fn which(binary: &str) -> PathBuf {
+    for dir in ["/usr/sbin", "/usr/bin", "/usr/local/bin", "/usr/local/sbin"] {
+        let p = Path::new(dir).join(binary);
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("{binary} not found: install MariaDB (apt-get install mariadb-server), as .ci/run does");
+}
+
+/// Builds the template datadir once; concurrent test binaries race
+/// safely by building in a private directory and renaming it into place.
+fn template() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mariadb-template");
+    if root.join("ready").exists() {
+        return root;
+    }
+    let staging = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
+    let mut cmd = Command::new(which("mariadb-install-db"));
+    cmd.arg("--no-defaults")
+        .arg(format!(
+            "--datadir={}",
+            staging.path().join("data").display()
+        ))
+        .arg("--auth-root-authentication-method=normal")
+        .arg("--skip-test-db")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if is_root() {
+        cmd.arg("--user=root");
+    }
+    let out = cmd.output().expect("running mariadb-install-db");
+    assert!(
+        out.status.success(),
+        "mariadb-install-db failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(staging.path().join("ready"), b"").unwrap();
+    let staged = staging.keep();
+    if std::fs::rename(&staged, &root).is_err() {
+        // Another process won the race; its template is as good as ours.
+        let _ = std::fs::remove_dir_all(&staged);
+    }
+    root
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+impl MariaDb {
+    pub async fn start() -> Self {
+        let template = template();
+        // Short path: unix socket paths are limited to 108 bytes.
+        let dir = tempfile::Builder::new().prefix("myq-db").tempdir().unwrap();
+        copy_dir(&template.join("data"), &dir.path().join("data"));
+        let socket = dir.path().join("s");
+        let mut cmd = Command::new(which("mariadbd"));
+        cmd.arg("--no-defaults")
+            .arg(format!("--datadir={}", dir.path().join("data").display()))
+            .arg(format!("--socket={}", socket.display()))
+            .arg(format!("--pid-file={}", dir.path().join("pid").display()))
+            .arg("--skip-networking")
+            .arg("--innodb-buffer-pool-size=32M")
+            .arg("--innodb-log-file-size=16M")
+            .arg("--max-allowed-packet=64M")
+            .arg("--character-set-server=utf8mb4")
+            .arg("--collation-server=utf8mb4_general_ci")
+            .arg(format!(
+                "--log-error={}",
+                dir.path().join("err.log").display()
+            ))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if is_root() {
+            cmd.arg("--user=root");
+        }
+        let child = cmd.spawn().expect("starting mariadbd");
+        let db = Self {
+            child,
+            socket,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(mut conn) = mysql_async::Conn::new(db.root_opts()).await {
+                conn.query_drop(
+                    "CREATE DATABASE app; \
+                     CREATE USER app@localhost IDENTIFIED BY 'app-backend-pw'; \
+                     GRANT ALL ON app.* TO app@localhost; \
+                     GRANT PROCESS ON *.* TO app@localhost; \
+                     CREATE USER other@localhost IDENTIFIED BY 'other-backend-pw'; \
+                     GRANT ALL ON app.* TO other@localhost",
+                )
+                .await
+                .expect("creating test users");
+                conn.disconnect().await.ok();
+                return db;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "mariadbd did not start: see {}",
+                db._dir.path().join("err.log").display()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn root_opts(&self) -> mysql_async::Opts {
+        mysql_async::OptsBuilder::default()
+            .ip_or_hostname("localhost")
+            .socket(Some(self.socket.to_string_lossy().into_owned()))
+            .prefer_socket(true)
+            .user(Some("root"))
+            .into()
+    }
+
+    /// A direct connection as the test's backend user, for checking what
+    /// the gateway did.
+    pub async fn direct(&self) -> mysql_async::Conn {
+        let opts = mysql_async::OptsBuilder::from_opts(self.root_opts())
+            .user(Some("app"))
+            .pass(Some("app-backend-pw"))
+            .db_name(Some("app"));
+        mysql_async::Conn::new(opts)
+            .await
+            .expect("direct connection")
+    }
+}
+
+impl Drop for MariaDb {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

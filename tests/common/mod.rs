@@ -1,0 +1,325 @@
+//! Fixtures shared by the integration tests: a private MariaDB, the
+//! gateway in-process on ephemeral ports, and a psdb client over HTTP/3 or
+//! HTTP/2 speaking either codec.
+
+#![allow(dead_code)]
+
+pub mod mariadb;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use bytes::{Bytes, BytesMut};
+use http::header;
+
+use myquic::api::connect::{end_stream_error, envelope, take_envelope};
+use myquic::api::pb;
+use myquic::api::{ApiError, Code, Codec, Encoding, Method};
+use myquic::config::Secret;
+use myquic::gateway::{Credential, Gateway, GatewayConfig};
+use myquic::transport::client::Connection;
+use myquic::transport::quic::Congestion;
+use myquic::transport::tls;
+
+pub use mariadb::MariaDb;
+
+pub const USER: &str = "app";
+pub const PASSWORD: &str = "api-secret";
+
+pub struct Stack {
+    pub db: MariaDb,
+    pub gateway: Gateway,
+    pub cert: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// The gateway's configuration for tests; `tweak` adjusts it.
+pub fn config(db: &MariaDb, cert: PathBuf) -> GatewayConfig {
+    let mut config = GatewayConfig::default();
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.tls.self_signed_cert_out = Some(cert);
+    config.backend.socket = Some(db.socket.clone());
+    config.backend.warm_connections = 2;
+    let secret = |v: &str| Secret {
+        value: Some(v.to_string()),
+        ..Default::default()
+    };
+    config.credentials = vec![
+        Credential {
+            username: USER.into(),
+            password: secret(PASSWORD),
+            backend_user: Some("app".into()),
+            backend_password: Some(secret("app-backend-pw")),
+            database: Some("app".into()),
+        },
+        Credential {
+            username: "other".into(),
+            password: secret("other-secret"),
+            backend_user: None,
+            backend_password: Some(secret("other-backend-pw")),
+            database: Some("app".into()),
+        },
+    ];
+    config
+}
+
+impl Stack {
+    pub async fn start() -> Self {
+        Self::start_with(|_| {}).await
+    }
+
+    pub async fn start_with(tweak: impl FnOnce(&mut GatewayConfig)) -> Self {
+        let db = MariaDb::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let cert = dir.path().join("gateway.pem");
+        let mut config = config(&db, cert.clone());
+        tweak(&mut config);
+        let gateway = Gateway::start(config).await.expect("gateway starts");
+        Self {
+            db,
+            gateway,
+            cert,
+            _dir: dir,
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.gateway.addr
+    }
+
+    pub async fn connect(&self, version: Version) -> Connection {
+        tls::install_crypto_provider();
+        let roots = tls::roots_from_pem(&self.cert).unwrap();
+        let tls = tls::client_config(roots, &[]).unwrap();
+        match version {
+            Version::H3 => Connection::connect_h3(
+                self.addr(),
+                "localhost",
+                tls,
+                Congestion::Bbr,
+                Duration::from_secs(5),
+            )
+            .await
+            .expect("HTTP/3 connection"),
+            Version::H2 => Connection::connect_h2(self.addr(), "localhost", tls)
+                .await
+                .expect("HTTP/2 connection"),
+        }
+    }
+
+    pub async fn client(&self, version: Version, codec: Codec) -> Client {
+        Client {
+            conn: self.connect(version).await,
+            codec,
+            auth: Some(basic(USER, PASSWORD)),
+            encoding: Encoding::Identity,
+            accept: None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Version {
+    H3,
+    H2,
+}
+
+pub fn basic(user: &str, password: &str) -> String {
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+    )
+}
+
+/// A psdb API client for tests.
+#[derive(Clone)]
+pub struct Client {
+    pub conn: Connection,
+    pub codec: Codec,
+    pub auth: Option<String>,
+    /// Request body encoding.
+    pub encoding: Encoding,
+    /// `Accept-Encoding` to send.
+    pub accept: Option<&'static str>,
+}
+
+/// A raw unary answer.
+pub struct Answer {
+    pub status: u16,
+    pub headers: http::HeaderMap,
+    pub body: Bytes,
+}
+
+impl Client {
+    pub async fn raw(&self, method: Method, body: Bytes) -> Answer {
+        let codec_type = self.codec.content_type(myquic::api::Framing::Unary);
+        let mut req = http::Request::builder()
+            .method("POST")
+            .uri(format!("https://localhost{}", method.path()))
+            .header(header::CONTENT_TYPE, codec_type);
+        if let Some(auth) = &self.auth {
+            req = req.header(header::AUTHORIZATION, auth);
+        }
+        if self.encoding != Encoding::Identity {
+            req = req.header(header::CONTENT_ENCODING, self.encoding.as_str());
+        }
+        if let Some(accept) = self.accept {
+            req = req.header(header::ACCEPT_ENCODING, accept);
+        }
+        let body = self.encoding.compress(&body);
+        let response = self
+            .conn
+            .send(req.body(body).unwrap())
+            .await
+            .expect("request");
+        let (head, body) = response.collect(1 << 30).await.expect("body");
+        let body = match head.headers.get(header::CONTENT_ENCODING) {
+            Some(v) => Encoding::from_name(v.to_str().unwrap())
+                .unwrap()
+                .decompress(body, 1 << 30)
+                .unwrap(),
+            None => body,
+        };
+        Answer {
+            status: head.status.as_u16(),
+            headers: head.headers,
+            body,
+        }
+    }
+
+    /// A unary call; `Err` is a Connect error.
+    pub async fn call<Req, Resp>(&self, method: Method, request: &Req) -> Result<Resp, ApiError>
+    where
+        Req: prost::Message + serde::Serialize,
+        Resp: prost::Message + serde::de::DeserializeOwned + Default,
+    {
+        let answer = self.raw(method, self.codec.encode(request)).await;
+        if answer.status != 200 {
+            return Err(ApiError::from_json(&answer.body).unwrap_or_else(|| {
+                ApiError::new(Code::from_http_status(answer.status), "no error body")
+            }));
+        }
+        Ok(self.codec.decode(&answer.body).expect("decodable response"))
+    }
+
+    pub async fn execute(&self, session: Option<&pb::Session>, query: &str) -> pb::ExecuteResponse {
+        self.try_execute(session, query)
+            .await
+            .expect("Execute succeeds at the API level")
+    }
+
+    pub async fn try_execute(
+        &self,
+        session: Option<&pb::Session>,
+        query: &str,
+    ) -> Result<pb::ExecuteResponse, ApiError> {
+        let req = pb::ExecuteRequest {
+            session: session.cloned(),
+            query: query.into(),
+            ..Default::default()
+        };
+        self.call(Method::Execute, &req).await
+    }
+
+    /// `StreamExecute`: every response message in order, and the
+    /// end-of-stream error if any. `on_message` sees each envelope size.
+    pub async fn stream(
+        &self,
+        request: &pb::ExecuteRequest,
+        mut on_message: impl FnMut(usize, &pb::ExecuteResponse) -> bool,
+    ) -> Result<Vec<pb::ExecuteResponse>, ApiError> {
+        let framing = myquic::api::Framing::Streaming;
+        let mut req = http::Request::builder()
+            .method("POST")
+            .uri(format!("https://localhost{}", Method::StreamExecute.path()))
+            .header(header::CONTENT_TYPE, self.codec.content_type(framing));
+        if let Some(auth) = &self.auth {
+            req = req.header(header::AUTHORIZATION, auth);
+        }
+        if let Some(accept) = self.accept {
+            req = req.header("connect-accept-encoding", accept);
+        }
+        let body = envelope(0, &self.codec.encode(request));
+        let mut response = self
+            .conn
+            .send(req.body(body).unwrap())
+            .await
+            .expect("request");
+        assert_eq!(response.head.status, 200, "streaming calls answer 200");
+        let encoding = response
+            .head
+            .headers
+            .get("connect-content-encoding")
+            .map(|v| Encoding::from_name(v.to_str().unwrap()).unwrap())
+            .unwrap_or(Encoding::Identity);
+        let mut buf = BytesMut::new();
+        let mut kept = Vec::new();
+        while let Some(chunk) = response.chunk().await.expect("stream chunk") {
+            buf.extend_from_slice(&chunk);
+            while let Some(env) = take_envelope(&mut buf, 64 << 20).unwrap() {
+                if env.is_end_stream() {
+                    return match end_stream_error(&env.payload) {
+                        Some(e) => Err(e),
+                        None => Ok(kept),
+                    };
+                }
+                let size = env.payload.len();
+                let payload = if env.is_compressed() {
+                    encoding.decompress(env.payload, 64 << 20).unwrap()
+                } else {
+                    env.payload
+                };
+                let message: pb::ExecuteResponse = self.codec.decode(&payload).unwrap();
+                if on_message(size, &message) {
+                    kept.push(message);
+                }
+            }
+        }
+        panic!("stream ended without an end-of-stream envelope");
+    }
+}
+
+/// The rows of a result as text (NULL as `None`).
+pub fn rows(result: &pb::QueryResult) -> Vec<Vec<Option<Vec<u8>>>> {
+    result
+        .rows
+        .iter()
+        .map(|r| {
+            myquic::translate::rows::unpack_row(r)
+                .expect("consistent row")
+                .into_iter()
+                .map(|c| c.map(|b| b.to_vec()))
+                .collect()
+        })
+        .collect()
+}
+
+/// The single value of a one-row, one-column result, as UTF-8.
+pub fn scalar(resp: &pb::ExecuteResponse) -> Option<String> {
+    assert!(resp.error.is_none(), "unexpected error: {:?}", resp.error);
+    let result = resp.result.as_ref().expect("a result");
+    rows(result)[0][0]
+        .clone()
+        .map(|b| String::from_utf8(b).unwrap())
+}
+
+pub fn error_message(resp: &pb::ExecuteResponse) -> String {
+    resp.error.as_ref().expect("an error").message.clone()
+}
+
+pub fn in_transaction(resp: &pb::ExecuteResponse) -> bool {
+    resp.session
+        .as_ref()
+        .unwrap()
+        .vitess_session
+        .as_ref()
+        .unwrap()
+        .in_transaction
+}
+
+pub fn shared<T>(t: T) -> Arc<T> {
+    Arc::new(t)
+}

@@ -1,0 +1,851 @@
+//! The gateway through real parts: a private MariaDB, the gateway on
+//! ephemeral ports, and a psdb client over HTTP/3 and HTTP/2 in both codecs.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::*;
+use myquic::api::pb::{self, BindVariable, Type};
+use myquic::api::{Code, Codec, Encoding, Method};
+
+fn bind(ty: Type, value: &[u8]) -> BindVariable {
+    BindVariable {
+        r#type: ty as i32,
+        value: Bytes::copy_from_slice(value),
+        values: vec![],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn queries_over_both_transports_and_codecs() {
+    let stack = Stack::start().await;
+    for version in [Version::H3, Version::H2] {
+        for codec in [Codec::Proto, Codec::Json] {
+            let client = stack.client(version, codec).await;
+            let resp = client
+                .execute(None, "SELECT 1 AS one, 'héllo 🐬' AS s, NULL AS n")
+                .await;
+            let result = resp.result.as_ref().unwrap();
+            let names: Vec<_> = result.fields.iter().map(|f| f.name.as_str()).collect();
+            assert_eq!(names, ["one", "s", "n"], "{version:?} {codec:?}");
+            assert_eq!(result.fields[1].r#type, Type::Varchar as i32);
+            assert_eq!(result.fields[2].r#type, Type::NullType as i32);
+            assert_eq!(
+                rows(result),
+                vec![vec![
+                    Some(b"1".to_vec()),
+                    Some("héllo 🐬".as_bytes().to_vec()),
+                    None
+                ]]
+            );
+            let session = resp.session.as_ref().unwrap();
+            assert_eq!(session.signature.len(), 32);
+            assert!(resp.timing > 0.0);
+        }
+    }
+    // HTTP/2 responses advertise HTTP/3 on the same port.
+    let client = stack.client(Version::H2, Codec::Json).await;
+    let answer = client
+        .raw(
+            Method::Execute,
+            Bytes::from_static(br#"{"query":"select 1"}"#),
+        )
+        .await;
+    assert_eq!(answer.status, 200);
+    let alt_svc = answer
+        .headers
+        .get("alt-svc")
+        .expect("Alt-Svc")
+        .to_str()
+        .unwrap();
+    assert_eq!(
+        alt_svc,
+        format!("h3=\":{}\"; ma=86400", stack.addr().port())
+    );
+}
+
+/// Every column type comes back exactly as MySQL's text protocol has it.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_column_type_round_trips() {
+    let stack = Stack::start().await;
+    let client = stack.client(Version::H3, Codec::Proto).await;
+    let create = "CREATE TABLE types (
+        id INT PRIMARY KEY,
+        i8 TINYINT, u8 TINYINT UNSIGNED, i16 SMALLINT, u16 SMALLINT UNSIGNED,
+        i24 MEDIUMINT, u24 MEDIUMINT UNSIGNED, i32 INT, u32 INT UNSIGNED,
+        i64 BIGINT, u64 BIGINT UNSIGNED, dec1 DECIMAL(65,30), f FLOAT, d DOUBLE,
+        dt DATE, dtm DATETIME(6), ts TIMESTAMP(6) NULL, tm TIME(6), y YEAR,
+        c CHAR(10), vc VARCHAR(100), tx TEXT, bn BINARY(4), vb VARBINARY(300), bl BLOB,
+        js JSON, en ENUM('a','b','c'), st SET('x','y','z'), bt BIT(12), nul INT
+    ) DEFAULT CHARSET=utf8mb4";
+    assert!(client.execute(None, create).await.error.is_none());
+    let insert = "INSERT INTO types VALUES (1,
+        -128, 255, -32768, 65535, -8388608, 16777215, -2147483648, 4294967295,
+        -9223372036854775808, 18446744073709551615,
+        12345678901234567890123456789012345.123456789012345678901234567890, 1.5, 2.718281828459045,
+        '1000-01-01', '9999-12-31 23:59:59.999999', '2038-01-19 03:14:07.123456', '-838:59:59.000000', 2155,
+        'chär', 'emoji 🐬 ok', 'long\ntext', x'00ff0102', x'00', x'00',
+        '{\"a\": [1, 2.5, \"ü\"]}', 'b', 'x,z', b'101000000101', NULL)";
+    let resp = client.execute(None, insert).await;
+    assert!(resp.error.is_none(), "{:?}", resp.error);
+    // All 256 byte values, through a bind variable, into VARBINARY and BLOB.
+    let all_bytes: Vec<u8> = (0..=255).collect();
+    let mut vars = HashMap::new();
+    vars.insert("v1".to_string(), bind(Type::Varbinary, &all_bytes));
+    vars.insert("v2".to_string(), bind(Type::Blob, &all_bytes));
+    let req = pb::ExecuteRequest {
+        query: "UPDATE types SET vb = ?, bl = ? WHERE id = 1".into(),
+        bind_variables: vars,
+        ..Default::default()
+    };
+    let resp: pb::ExecuteResponse = client.call(Method::Execute, &req).await.unwrap();
+    assert!(resp.error.is_none(), "{:?}", resp.error);
+    assert_eq!(resp.result.unwrap().rows_affected, 1);
+
+    for codec in [Codec::Proto, Codec::Json] {
+        let client = stack.client(Version::H2, codec).await;
+        let resp = client.execute(None, "SELECT * FROM types").await;
+        let result = resp.result.as_ref().unwrap();
+        let row = &rows(result)[0];
+        let text = |i: usize| String::from_utf8(row[i].clone().unwrap()).unwrap();
+        let expect = [
+            "1",
+            "-128",
+            "255",
+            "-32768",
+            "65535",
+            "-8388608",
+            "16777215",
+            "-2147483648",
+            "4294967295",
+            "-9223372036854775808",
+            "18446744073709551615",
+            "12345678901234567890123456789012345.123456789012345678901234567890",
+            "1.5",
+            "2.718281828459045",
+            "1000-01-01",
+            "9999-12-31 23:59:59.999999",
+            "2038-01-19 03:14:07.123456",
+            "-838:59:59.000000",
+            "2155",
+            "chär",
+            "emoji 🐬 ok",
+            "long\ntext",
+        ];
+        for (i, want) in expect.iter().enumerate() {
+            assert_eq!(
+                text(i),
+                *want,
+                "column {} ({codec:?})",
+                result.fields[i].name
+            );
+        }
+        assert_eq!(row[22].as_deref(), Some(&[0x00, 0xff, 0x01, 0x02][..]));
+        assert_eq!(row[23].as_deref(), Some(&all_bytes[..]));
+        assert_eq!(row[24].as_deref(), Some(&all_bytes[..]));
+        assert_eq!(text(25), "{\"a\": [1, 2.5, \"ü\"]}");
+        assert_eq!(text(26), "b");
+        assert_eq!(text(27), "x,z");
+        assert_eq!(row[28].as_deref(), Some(&[0x0a, 0x05][..]));
+        assert_eq!(row[29], None);
+
+        let types: Vec<Type> = result
+            .fields
+            .iter()
+            .map(|f| Type::try_from(f.r#type).unwrap())
+            .collect();
+        use Type::*;
+        assert_eq!(
+            types,
+            [
+                Int32, Int8, Uint8, Int16, Uint16, Int24, Uint24, Int32, Uint32, Int64, Uint64,
+                Decimal, Float32, Float64, Date, Datetime, Timestamp, Time, Year, Char, Varchar,
+                Text, Binary, Varbinary, Blob, Blob, Enum, Set, Bit, Int32
+            ]
+        );
+        let f = &result.fields[0];
+        assert_eq!(
+            (f.table.as_str(), f.org_table.as_str(), f.database.as_str()),
+            ("types", "types", "app")
+        );
+        assert_eq!(f.org_name, "id");
+        assert_ne!(f.flags & 2, 0, "PRI_KEY flag");
+        assert_eq!(result.fields[11].decimals, 30);
+        assert_eq!(result.fields[11].column_length, 67);
+        assert_eq!(result.fields[23].charset, 63, "VARBINARY is binary");
+        assert_ne!(result.fields[20].charset, 63, "VARCHAR is text");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn transactions_span_requests() {
+    let stack = Stack::start().await;
+    let client = stack.client(Version::H3, Codec::Json).await;
+    client
+        .execute(None, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))")
+        .await;
+    let count = |c: Client| async move {
+        scalar(&c.execute(None, "SELECT COUNT(*) FROM t").await).unwrap()
+    };
+
+    let begin = client.execute(None, "BEGIN").await;
+    assert!(in_transaction(&begin));
+    let ins = client
+        .execute(begin.session.as_ref(), "INSERT INTO t VALUES (1, 'a')")
+        .await;
+    assert!(in_transaction(&ins));
+    assert_eq!(
+        count(client.clone()).await,
+        "0",
+        "uncommitted row is invisible to other sessions"
+    );
+    let commit = client.execute(ins.session.as_ref(), "COMMIT").await;
+    assert!(!in_transaction(&commit));
+    assert_eq!(count(client.clone()).await, "1");
+
+    let begin = client
+        .execute(commit.session.as_ref(), "START TRANSACTION")
+        .await;
+    let ins = client
+        .execute(begin.session.as_ref(), "INSERT INTO t VALUES (2, 'b')")
+        .await;
+    let rollback = client.execute(ins.session.as_ref(), "ROLLBACK").await;
+    assert!(!in_transaction(&rollback));
+    assert_eq!(count(client.clone()).await, "1");
+
+    // Session fields tell the truth.
+    let auto = client
+        .execute(
+            None,
+            "CREATE TABLE a (id INT AUTO_INCREMENT PRIMARY KEY, v INT)",
+        )
+        .await;
+    let ins = client
+        .execute(
+            auto.session.as_ref(),
+            "INSERT INTO a (v) VALUES (1), (2), (3)",
+        )
+        .await;
+    let result = ins.result.as_ref().unwrap();
+    assert_eq!((result.rows_affected, result.insert_id), (3, 1));
+    let vs = ins
+        .session
+        .as_ref()
+        .unwrap()
+        .vitess_session
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        (vs.last_insert_id, vs.row_count, vs.autocommit),
+        (1, 3, true)
+    );
+    let sel = client
+        .execute(ins.session.as_ref(), "SELECT * FROM a")
+        .await;
+    let vs = sel
+        .session
+        .as_ref()
+        .unwrap()
+        .vitess_session
+        .as_ref()
+        .unwrap();
+    assert_eq!((vs.found_rows, vs.row_count), (3, -1));
+    let off = client
+        .execute(sel.session.as_ref(), "SET autocommit = 0")
+        .await;
+    let vs = off
+        .session
+        .as_ref()
+        .unwrap()
+        .vitess_session
+        .as_ref()
+        .unwrap();
+    assert!(!vs.autocommit);
+    let ins = client
+        .execute(off.session.as_ref(), "INSERT INTO a (v) VALUES (4)")
+        .await;
+    assert!(in_transaction(&ins), "autocommit=0 opens a transaction");
+    // Session state (user variables) persists across requests.
+    let set = client.execute(None, "SET @x = 42").await;
+    assert_eq!(
+        scalar(&client.execute(set.session.as_ref(), "SELECT @x").await).unwrap(),
+        "42"
+    );
+    // Warnings are reported in the session.
+    let warn = client.execute(None, "SELECT CAST('abc' AS SIGNED)").await;
+    let vs = warn
+        .session
+        .as_ref()
+        .unwrap()
+        .vitess_session
+        .as_ref()
+        .unwrap();
+    assert_eq!(vs.warnings.len(), 1);
+    assert_eq!(vs.warnings[0].code, 1292);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sql_errors_carry_errno_and_sqlstate() {
+    let stack = Stack::start().await;
+    let client = stack.client(Version::H2, Codec::Proto).await;
+    client
+        .execute(None, "CREATE TABLE u (name VARCHAR(10) UNIQUE)")
+        .await;
+    client.execute(None, "INSERT INTO u VALUES ('a')").await;
+    let cases = [
+        (
+            "INSERT INTO u VALUES ('a')",
+            "(errno 1062) (sqlstate 23000)",
+            pb::VtCode::AlreadyExists,
+        ),
+        (
+            "SELEC 1",
+            "(errno 1064) (sqlstate 42000)",
+            pb::VtCode::InvalidArgument,
+        ),
+        (
+            "SELECT * FROM nope",
+            "(errno 1146) (sqlstate 42S02)",
+            pb::VtCode::NotFound,
+        ),
+    ];
+    for (sql, suffix, code) in cases {
+        let resp = client.execute(None, sql).await;
+        let err = resp.error.as_ref().expect("an error");
+        assert!(err.message.ends_with(suffix), "{sql}: {}", err.message);
+        assert_eq!(err.code, code as i32, "{sql}");
+        assert!(
+            resp.session.is_some(),
+            "the session comes back with the error"
+        );
+        let parsed = myquic::translate::errors::from_rpc_message(&err.message);
+        assert!(!parsed.message.is_empty());
+    }
+    // An error inside a transaction leaves it open.
+    let begin = client.execute(None, "BEGIN").await;
+    let ins = client
+        .execute(begin.session.as_ref(), "INSERT INTO u VALUES ('b')")
+        .await;
+    let dup = client
+        .execute(ins.session.as_ref(), "INSERT INTO u VALUES ('a')")
+        .await;
+    assert!(dup.error.is_some() && in_transaction(&dup));
+    client.execute(dup.session.as_ref(), "COMMIT").await;
+    assert_eq!(
+        scalar(&client.execute(None, "SELECT COUNT(*) FROM u").await).unwrap(),
+        "2"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn authentication_is_required() {
+    let stack = Stack::start().await;
+    let mut client = stack.client(Version::H3, Codec::Json).await;
+    client.execute(None, "CREATE TABLE t (id INT)").await;
+    for auth in [
+        None,
+        Some(basic(USER, "wrong")),
+        Some(basic("nobody", PASSWORD)),
+        Some("Bearer x".into()),
+    ] {
+        client.auth = auth.clone();
+        let answer = client
+            .raw(
+                Method::Execute,
+                Bytes::from_static(br#"{"query":"INSERT INTO t VALUES (1)"}"#),
+            )
+            .await;
+        assert_eq!(answer.status, 401, "{auth:?}");
+        let err = myquic::api::ApiError::from_json(&answer.body).unwrap();
+        assert_eq!(err.code, Code::Unauthenticated);
+        let json: serde_json::Value = serde_json::from_slice(&answer.body).unwrap();
+        assert_eq!(
+            json["error"]["code"], "unauthenticated",
+            "database-js reads .error"
+        );
+    }
+    client.auth = Some(basic(USER, PASSWORD));
+    assert_eq!(
+        scalar(&client.execute(None, "SELECT COUNT(*) FROM t").await).unwrap(),
+        "0",
+        "nothing executed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_cannot_be_forged_shared_or_used_twice_at_once() {
+    let stack = Stack::start().await;
+    let client = stack.client(Version::H3, Codec::Proto).await;
+    let first = client.execute(None, "SET @secret = 'mine'").await;
+    let session = first.session.clone().unwrap();
+
+    let mut forged = session.clone();
+    forged
+        .vitess_session
+        .as_mut()
+        .unwrap()
+        .session_uuid
+        .push('x');
+    let err = client
+        .try_execute(Some(&forged), "SELECT @secret")
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, Code::PermissionDenied);
+    let mut resigned = session.clone();
+    resigned.signature = vec![0u8; 32].into();
+    assert_eq!(
+        client
+            .try_execute(Some(&resigned), "SELECT 1")
+            .await
+            .unwrap_err()
+            .code,
+        Code::PermissionDenied
+    );
+
+    let mut other = stack.client(Version::H3, Codec::Proto).await;
+    other.auth = Some(basic("other", "other-secret"));
+    let err = other
+        .try_execute(Some(&session), "SELECT @secret")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.code,
+        Code::PermissionDenied,
+        "another user cannot use the session"
+    );
+
+    let slow = {
+        let client = client.clone();
+        let session = session.clone();
+        tokio::spawn(async move { client.execute(Some(&session), "SELECT SLEEP(1)").await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let err = client
+        .try_execute(Some(&session), "SELECT @secret")
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, Code::Aborted);
+    assert!(err.message.contains("in use"), "{}", err.message);
+    let done = slow.await.unwrap();
+    assert!(done.error.is_none());
+    assert_eq!(
+        scalar(
+            &client
+                .execute(done.session.as_ref(), "SELECT @secret")
+                .await
+        )
+        .unwrap(),
+        "mine"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_expired_transaction_is_an_error_not_a_silent_new_session() {
+    let stack = Stack::start_with(|c| c.sessions.idle_timeout = Duration::from_millis(400)).await;
+    let client = stack.client(Version::H2, Codec::Json).await;
+    client.execute(None, "CREATE TABLE t (id INT)").await;
+    let begin = client.execute(None, "BEGIN").await;
+    let ins = client
+        .execute(begin.session.as_ref(), "INSERT INTO t VALUES (1)")
+        .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let commit = client.execute(ins.session.as_ref(), "COMMIT").await;
+    let err = commit
+        .error
+        .as_ref()
+        .expect("the lost transaction is reported");
+    assert!(
+        err.message.contains("(errno 1927) (sqlstate 70100)"),
+        "{}",
+        err.message
+    );
+    assert_eq!(err.code, pb::VtCode::Aborted as i32);
+    assert!(!in_transaction(&commit));
+    assert_eq!(
+        scalar(&client.execute(None, "SELECT COUNT(*) FROM t").await).unwrap(),
+        "0",
+        "rolled back"
+    );
+    // The fresh session offered with the error works.
+    let next = client.execute(commit.session.as_ref(), "SELECT 1").await;
+    assert!(next.error.is_none());
+    // Outside a transaction, an idle-expired session simply continues.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        client
+            .execute(next.session.as_ref(), "SELECT 1")
+            .await
+            .error
+            .is_none()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stream_execute_streams_30_mb_in_bounded_messages() {
+    let stack = Stack::start().await;
+    for (version, codec) in [(Version::H3, Codec::Proto), (Version::H2, Codec::Json)] {
+        let client = stack.client(version, codec).await;
+        let query = "SET STATEMENT max_recursive_iterations = 1000000 FOR WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 32000) \
+                     SELECT n, REPEAT('x', 1000) AS pad FROM s";
+        let req = pb::ExecuteRequest {
+            query: query.into(),
+            ..Default::default()
+        };
+        let (mut messages, mut rows_seen, mut bytes, mut largest, mut last_n) =
+            (0, 0u64, 0usize, 0usize, 0u64);
+        let kept = client
+            .stream(&req, |size, msg| {
+                messages += 1;
+                largest = largest.max(size);
+                if let Some(r) = &msg.result {
+                    for row in &r.rows {
+                        let cells = myquic::translate::rows::unpack_row(row).unwrap();
+                        let n: u64 = std::str::from_utf8(cells[0].as_ref().unwrap())
+                            .unwrap()
+                            .parse()
+                            .unwrap();
+                        assert_eq!(n, last_n + 1, "rows arrive in order");
+                        last_n = n;
+                        bytes += cells[1].as_ref().unwrap().len();
+                    }
+                    rows_seen += r.rows.len() as u64;
+                }
+                // Keep only the first (fields) and last (session) messages.
+                msg.session.is_some() || msg.result.as_ref().is_some_and(|r| !r.fields.is_empty())
+            })
+            .await
+            .expect("stream completes");
+        assert_eq!(rows_seen, 32000);
+        assert!(bytes >= 32_000_000, "at least 30 MB streamed");
+        assert!(messages > 100, "{messages} messages");
+        // 256 KiB target plus one row of slack, plus encoding overhead.
+        let bound = 256 * 1024 + 2_000;
+        // JSON: base64 values plus per-row `lengths` text.
+        let bound = if matches!(codec, Codec::Json) {
+            bound * 4 / 3 + 16 * 1024
+        } else {
+            bound
+        };
+        assert!(largest <= bound, "largest message {largest} > {bound}");
+        assert_eq!(
+            kept.first().unwrap().result.as_ref().unwrap().fields.len(),
+            2
+        );
+        assert!(
+            kept.last().unwrap().session.is_some(),
+            "the last message carries the session"
+        );
+    }
+    // The same result through unary Execute is refused with a pointer to streaming.
+    let stack2 = Stack::start_with(|c| c.limits.max_result_bytes = 1 << 20).await;
+    let client = stack2.client(Version::H3, Codec::Proto).await;
+    let resp = client
+        .execute(None, "SET STATEMENT max_recursive_iterations = 1000000 FOR WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 5000) SELECT REPEAT('x', 1000) FROM s")
+        .await;
+    assert!(error_message(&resp).contains("use StreamExecute"));
+    assert!(
+        client
+            .execute(resp.session.as_ref(), "SELECT 1")
+            .await
+            .error
+            .is_none(),
+        "session still usable"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn prepare_and_bind_variables() {
+    let stack = Stack::start().await;
+    let client = stack.client(Version::H3, Codec::Json).await;
+    client
+        .execute(
+            None,
+            "CREATE TABLE p (id INT PRIMARY KEY, s VARCHAR(20), d DATETIME)",
+        )
+        .await;
+    let prep: pb::PrepareResponse = client
+        .call(
+            Method::Prepare,
+            &pb::PrepareRequest {
+                query: "SELECT id, s FROM p WHERE id = ? AND s <> ?".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(prep.error.is_none(), "{:?}", prep.error);
+    assert_eq!(prep.params_count, 2);
+    assert_eq!(
+        prep.fields
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect::<Vec<_>>(),
+        ["id", "s"]
+    );
+    assert_eq!(prep.fields[0].r#type, Type::Int32 as i32);
+
+    let exec = |query: &str, vars: Vec<(&str, BindVariable)>| {
+        let req = pb::ExecuteRequest {
+            query: query.into(),
+            bind_variables: vars.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            prepared: true,
+            ..Default::default()
+        };
+        let client = client.clone();
+        async move {
+            client
+                .call::<_, pb::ExecuteResponse>(Method::Execute, &req)
+                .await
+                .unwrap()
+        }
+    };
+    for (id, s) in [(1, "it's"), (2, "back\\slash"), (3, "🐬")] {
+        let resp = exec(
+            "INSERT INTO p VALUES (?, ?, ?)",
+            vec![
+                ("v1", bind(Type::Int64, id.to_string().as_bytes())),
+                ("v2", bind(Type::Varchar, s.as_bytes())),
+                ("v3", bind(Type::Datetime, b"2024-02-29 12:34:56")),
+            ],
+        )
+        .await;
+        assert!(resp.error.is_none(), "{:?}", resp.error);
+    }
+    let resp = exec(
+        "SELECT s FROM p WHERE id = ?",
+        vec![("v1", bind(Type::Int64, b"1"))],
+    )
+    .await;
+    assert_eq!(scalar(&resp).unwrap(), "it's");
+    let resp = exec(
+        "SELECT s FROM p WHERE id = :id",
+        vec![("id", bind(Type::Int64, b"2"))],
+    )
+    .await;
+    assert_eq!(scalar(&resp).unwrap(), "back\\slash");
+    let resp = exec("SELECT ? IS NULL", vec![("v1", bind(Type::NullType, b""))]).await;
+    assert_eq!(scalar(&resp).unwrap(), "1");
+    let tuple = BindVariable {
+        r#type: Type::Tuple as i32,
+        value: Bytes::new(),
+        values: vec![
+            pb::Value {
+                r#type: Type::Int64 as i32,
+                value: Bytes::from_static(b"1"),
+            },
+            pb::Value {
+                r#type: Type::Int64 as i32,
+                value: Bytes::from_static(b"3"),
+            },
+        ],
+    };
+    let resp = exec(
+        "SELECT GROUP_CONCAT(s ORDER BY id) FROM p WHERE id IN ::ids",
+        vec![("ids", tuple)],
+    )
+    .await;
+    assert_eq!(scalar(&resp).unwrap(), "it's,🐬");
+    let resp = exec(
+        "SELECT d FROM p WHERE id = ?",
+        vec![("v1", bind(Type::Int64, b"3"))],
+    )
+    .await;
+    assert_eq!(scalar(&resp).unwrap(), "2024-02-29 12:34:56");
+    // A value that is not what its type says is refused, never spliced in.
+    let resp = exec("SELECT ?", vec![("v1", bind(Type::Int64, b"1 OR 1=1"))]).await;
+    assert!(error_message(&resp).contains("(errno 1210)"));
+    let resp = exec("SELECT ?, ?", vec![("v1", bind(Type::Int64, b"1"))]).await;
+    assert!(error_message(&resp).contains("missing bind variable"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn compression_is_negotiated() {
+    let stack = Stack::start_with(|c| c.limits.compress_min_bytes = 0).await;
+    for encoding in [Encoding::Snappy, Encoding::Zstd, Encoding::Gzip] {
+        let mut client = stack.client(Version::H3, Codec::Proto).await;
+        client.encoding = encoding;
+        let answer = client
+            .raw(
+                Method::Execute,
+                Codec::Proto.encode(&pb::ExecuteRequest {
+                    query: "SELECT REPEAT('ab', 5000)".into(),
+                    ..Default::default()
+                }),
+            )
+            .await;
+        assert_eq!(answer.status, 200);
+        let got = answer
+            .headers
+            .get("content-encoding")
+            .unwrap()
+            .to_str()
+            .unwrap();
+        assert_eq!(
+            got,
+            encoding.as_str(),
+            "the response uses the request's encoding"
+        );
+        let resp: pb::ExecuteResponse = Codec::Proto.decode(&answer.body).unwrap();
+        assert_eq!(scalar(&resp).unwrap().len(), 10_000);
+    }
+    let mut client = stack.client(Version::H2, Codec::Json).await;
+    client.accept = Some("br, zstd");
+    let answer = client
+        .raw(
+            Method::Execute,
+            Bytes::from_static(br#"{"query":"select 1"}"#),
+        )
+        .await;
+    assert_eq!(answer.headers.get("content-encoding").unwrap(), "zstd");
+    client.accept = None;
+    client.encoding = Encoding::Gzip;
+    let mut req = client.clone();
+    req.encoding = Encoding::Identity;
+    let answer = {
+        let mut c = req;
+        c.accept = None;
+        c.raw(
+            Method::Execute,
+            Bytes::from_static(br#"{"query":"select 1"}"#),
+        )
+        .await
+    };
+    assert!(answer.headers.get("content-encoding").is_none());
+    // Streaming negotiates through Connect-Accept-Encoding.
+    let mut client = stack.client(Version::H3, Codec::Proto).await;
+    client.accept = Some("snappy");
+    let req = pb::ExecuteRequest {
+        query: "SELECT REPEAT('x', 100000)".into(),
+        ..Default::default()
+    };
+    let kept = client.stream(&req, |_, _| true).await.unwrap();
+    assert_eq!(
+        rows(kept[1].result.as_ref().unwrap())[0][0]
+            .as_ref()
+            .unwrap()
+            .len(),
+        100_000
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn limits_are_enforced_with_clear_errors() {
+    let stack = Stack::start_with(|c| {
+        c.limits.max_request_bytes = 4096;
+        c.limits.query_timeout = Duration::from_millis(500);
+        c.sessions.max_sessions = 3;
+    })
+    .await;
+    let client = stack.client(Version::H3, Codec::Json).await;
+    let big = format!(r#"{{"query":"SELECT '{}'"}}"#, "x".repeat(5000));
+    let answer = client.raw(Method::Execute, Bytes::from(big)).await;
+    assert_eq!(answer.status, 429);
+    let err = myquic::api::ApiError::from_json(&answer.body).unwrap();
+    assert_eq!(err.code, Code::ResourceExhausted);
+    assert!(err.message.contains("max_request_bytes"), "{}", err.message);
+    // A decompression bomb is stopped at the same limit.
+    let mut zipped = client.clone();
+    zipped.encoding = Encoding::Zstd;
+    let bomb = format!(r#"{{"query":"SELECT '{}'"}}"#, "x".repeat(100_000));
+    assert_eq!(
+        zipped.raw(Method::Execute, Bytes::from(bomb)).await.status,
+        429
+    );
+
+    let resp = client
+        .execute(None, "SELECT BENCHMARK(10000000000, MD5('x'))")
+        .await;
+    let msg = error_message(&resp);
+    assert!(
+        msg.contains("query_timeout") && msg.contains("(errno 1317)"),
+        "{msg}"
+    );
+    assert!(
+        client
+            .execute(resp.session.as_ref(), "SELECT 1")
+            .await
+            .error
+            .is_none()
+    );
+
+    let mut sessions = Vec::new();
+    let mut refused = None;
+    for _ in 0..5 {
+        match client.try_execute(None, "SELECT 1").await {
+            Ok(r) => sessions.push(r.session),
+            Err(e) => refused = Some(e),
+        }
+    }
+    let err = refused.expect("the session limit is reached");
+    assert_eq!(err.code, Code::ResourceExhausted);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn create_and_close_session() {
+    let stack = Stack::start().await;
+    let client = stack.client(Version::H2, Codec::Json).await;
+    let created: pb::CreateSessionResponse = client
+        .call(Method::CreateSession, &pb::CreateSessionRequest {})
+        .await
+        .unwrap();
+    assert_eq!(created.user.as_ref().unwrap().username, USER);
+    let session = created.session.unwrap();
+    let set = client.execute(Some(&session), "SET @v = 'kept'").await;
+    assert_eq!(
+        scalar(&client.execute(set.session.as_ref(), "SELECT @v").await).unwrap(),
+        "kept"
+    );
+    let begin = client.execute(set.session.as_ref(), "BEGIN").await;
+    let _: pb::CloseSessionResponse = client
+        .call(
+            Method::CloseSession,
+            &pb::CloseSessionRequest {
+                session: begin.session.clone(),
+            },
+        )
+        .await
+        .unwrap();
+    // Closing released the connection (its variables are gone).
+    let after = client.execute(None, "SELECT @v").await;
+    assert_eq!(scalar(&after), None);
+    // Unknown methods and wrong content types are refused.
+    let answer = client.raw(Method::Execute, Bytes::from_static(b"{")).await;
+    assert_eq!(answer.status, 400);
+}
+
+/// PlanetScale's own JavaScript driver, unmodified, against the gateway.
+#[tokio::test(flavor = "multi_thread")]
+async fn planetscale_database_js_works_unmodified() {
+    let stack = Stack::start().await;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/compat");
+    assert!(
+        dir.join("node_modules/@planetscale/database").exists(),
+        "run `npm ci --prefix tests/compat` first (tests/run does)"
+    );
+    let port = stack.addr().port();
+    let out = tokio::process::Command::new("node")
+        .arg("planetscale.mjs")
+        .current_dir(&dir)
+        .env(
+            "MYQUIC_URL",
+            format!("https://{USER}:{PASSWORD}@127.0.0.1:{port}"),
+        )
+        .env(
+            "MYQUIC_BAD_URL",
+            format!("https://{USER}:wrong@127.0.0.1:{port}"),
+        )
+        .env("NODE_EXTRA_CA_CERTS", &stack.cert)
+        .output()
+        .await
+        .expect("running node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "database-js checks failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+}
