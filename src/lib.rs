@@ -14,6 +14,7 @@
 pub mod api;
 pub mod config;
 pub mod gateway;
+pub mod query;
 pub mod telemetry;
 pub mod translate;
 pub mod transport;

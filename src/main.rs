@@ -31,6 +31,8 @@ struct Cli {
 enum Command {
     /// Serve the psdb.v1alpha1 HTTP API (HTTP/3 + HTTP/2) in front of MySQL.
     Gateway(GatewayArgs),
+    /// Run SQL through a gateway over HTTP/3 (or HTTP/2), printing results.
+    Query(myquic::query::QueryArgs),
 }
 
 /// Flags override the environment, which overrides the file.
@@ -73,6 +75,13 @@ fn main() -> ExitCode {
         .expect("a tokio runtime");
     match cli.command {
         Command::Gateway(args) => runtime.block_on(gateway(file, args)),
+        Command::Query(args) => match runtime.block_on(myquic::query::run(args)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("myquic: {e}");
+                ExitCode::FAILURE
+            }
+        },
     }
 }
 

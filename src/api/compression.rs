@@ -110,7 +110,7 @@ impl Encoding {
         };
         let mut out = Vec::new();
         reader
-            .take(limit as u64 + 1)
+            .take((limit as u64).saturating_add(1))
             .read_to_end(&mut out)
             .map_err(|e| corrupt(self, &e.to_string()))?;
         if out.len() > limit {
@@ -164,6 +164,15 @@ mod tests {
             .decompress(Bytes::from_static(b"not gzip"), 100)
             .unwrap_err();
         assert_eq!(err.code, Code::InvalidArgument);
+    }
+
+    #[test]
+    fn an_unbounded_limit_does_not_wrap() {
+        let packed = Encoding::Snappy.compress(b"data");
+        assert_eq!(
+            &Encoding::Snappy.decompress(packed, usize::MAX).unwrap()[..],
+            b"data"
+        );
     }
 
     #[test]

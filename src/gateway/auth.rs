@@ -72,7 +72,7 @@ impl Accounts {
         // credential also matches in its percent-decoded form.
         let exact = self.check(user, password);
         let decoded = || self.check(&percent_decode(user), &percent_decode(password));
-        exact.or_else(|| decoded()).ok_or_else(denied)
+        exact.or_else(decoded).ok_or_else(denied)
     }
 
     fn check(&self, user: &str, password: &str) -> Option<Arc<Account>> {

@@ -51,7 +51,7 @@ pub struct ResponseStream {
 }
 
 enum ResponseBody {
-    H3(h3::client::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>),
+    H3(Box<h3::client::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>>),
     H2(Incoming),
 }
 
@@ -168,7 +168,7 @@ impl Connection {
                 let (head, ()) = response.into_parts();
                 Ok(ResponseStream {
                     head,
-                    body: ResponseBody::H3(stream),
+                    body: ResponseBody::H3(Box::new(stream)),
                 })
             }
             Self::H2 { send } => {

@@ -38,8 +38,10 @@ pub struct Stack {
 
 /// The gateway's configuration for tests; `tweak` adjusts it.
 pub fn config(db: &MariaDb, cert: PathBuf) -> GatewayConfig {
-    let mut config = GatewayConfig::default();
-    config.listen = "127.0.0.1:0".parse().unwrap();
+    let mut config = GatewayConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        ..Default::default()
+    };
     config.tls.self_signed_cert_out = Some(cert);
     config.backend.socket = Some(db.socket.clone());
     config.backend.warm_connections = 2;
