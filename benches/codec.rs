@@ -29,7 +29,7 @@ fn result(rows: usize) -> pb::QueryResult {
                 .map(|c| {
                     format!(
                         "{r:08}-{c:02}-{}",
-                        "lorem ipsum dolor sit amet "[..(r + c) % 24].to_string()
+                        &"lorem ipsum dolor sit amet "[..(r + c) % 24]
                     )
                     .into_bytes()
                 })
