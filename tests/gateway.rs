@@ -231,13 +231,7 @@ async fn transactions_span_requests() {
         .await;
     let result = ins.result.as_ref().unwrap();
     assert_eq!((result.rows_affected, result.insert_id), (3, 1));
-    let vs = ins
-        .session
-        .as_ref()
-        .unwrap()
-        .vitess_session
-        .as_ref()
-        .unwrap();
+    let vs = vitess(&ins);
     assert_eq!(
         (vs.last_insert_id, vs.row_count, vs.autocommit),
         (1, 3, true)
@@ -245,24 +239,12 @@ async fn transactions_span_requests() {
     let sel = client
         .execute(ins.session.as_ref(), "SELECT * FROM a")
         .await;
-    let vs = sel
-        .session
-        .as_ref()
-        .unwrap()
-        .vitess_session
-        .as_ref()
-        .unwrap();
+    let vs = vitess(&sel);
     assert_eq!((vs.found_rows, vs.row_count), (3, -1));
     let off = client
         .execute(sel.session.as_ref(), "SET autocommit = 0")
         .await;
-    let vs = off
-        .session
-        .as_ref()
-        .unwrap()
-        .vitess_session
-        .as_ref()
-        .unwrap();
+    let vs = vitess(&off);
     assert!(!vs.autocommit);
     let ins = client
         .execute(off.session.as_ref(), "INSERT INTO a (v) VALUES (4)")
@@ -276,13 +258,7 @@ async fn transactions_span_requests() {
     );
     // Warnings are reported in the session.
     let warn = client.execute(None, "SELECT CAST('abc' AS SIGNED)").await;
-    let vs = warn
-        .session
-        .as_ref()
-        .unwrap()
-        .vitess_session
-        .as_ref()
-        .unwrap();
+    let vs = vitess(&warn);
     assert_eq!(vs.warnings.len(), 1);
     assert_eq!(vs.warnings[0].code, 1292);
 }

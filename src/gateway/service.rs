@@ -139,26 +139,16 @@ impl Service {
             }
             Method::Execute => {
                 let req = wire.codec.decode(&message)?;
-                // The statement runs in its own task: a client that hangs up
-                // must not cancel it halfway and leave the session torn.
                 let service = self.clone();
-                let task = tokio::spawn(
-                    async move { service.rpc.execute(account, req).await }.in_current_span(),
-                );
-                let response = task
-                    .await
-                    .map_err(|e| ApiError::new(Code::Internal, e.to_string()))??;
+                let response =
+                    detached(async move { service.rpc.execute(account, req).await }).await?;
                 Ok(self.unary(wire, &response))
             }
             Method::Prepare => {
                 let req = wire.codec.decode(&message)?;
                 let service = self.clone();
-                let task = tokio::spawn(
-                    async move { service.rpc.prepare(account, req).await }.in_current_span(),
-                );
-                let response = task
-                    .await
-                    .map_err(|e| ApiError::new(Code::Internal, e.to_string()))??;
+                let response =
+                    detached(async move { service.rpc.prepare(account, req).await }).await?;
                 Ok(self.unary(wire, &response))
             }
             Method::StreamExecute => {
@@ -198,6 +188,16 @@ impl Service {
             body: Body::Full(body),
         }
     }
+}
+
+/// Runs a statement-executing call in its own task: a client that hangs up
+/// must not cancel it halfway and leave the session torn.
+async fn detached<T: Send + 'static>(
+    call: impl Future<Output = Result<T, ApiError>> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::spawn(call.in_current_span())
+        .await
+        .map_err(|e| ApiError::new(Code::Internal, e.to_string()))?
 }
 
 /// The one place gateway API errors become HTTP: unary calls get the

@@ -46,15 +46,11 @@ pub fn substitute(sql: &str, vars: &HashMap<String, BindVariable>) -> Result<Str
     let mut copied = 0usize;
     let mut i = 0usize;
     while i < bytes.len() {
+        if let Some(end) = skip_non_code(bytes, i) {
+            i = end;
+            continue;
+        }
         match bytes[i] {
-            q @ (b'\'' | b'"' | b'`') => i = skip_quoted(bytes, i, q),
-            b'#' => i = skip_line(bytes, i),
-            b'-' if bytes.get(i + 1) == Some(&b'-')
-                && bytes.get(i + 2).is_none_or(|c| c.is_ascii_whitespace()) =>
-            {
-                i = skip_line(bytes, i)
-            }
-            b'/' if bytes.get(i + 1) == Some(&b'*') => i = skip_block_comment(bytes, i),
             b'?' => {
                 positional += 1;
                 let name = format!("v{positional}");
@@ -92,20 +88,12 @@ pub fn count_placeholders(sql: &str) -> usize {
     let bytes = sql.as_bytes();
     let (mut i, mut n) = (0, 0);
     while i < bytes.len() {
-        match bytes[i] {
-            q @ (b'\'' | b'"' | b'`') => i = skip_quoted(bytes, i, q),
-            b'#' => i = skip_line(bytes, i),
-            b'-' if bytes.get(i + 1) == Some(&b'-')
-                && bytes.get(i + 2).is_none_or(|c| c.is_ascii_whitespace()) =>
-            {
-                i = skip_line(bytes, i)
+        match skip_non_code(bytes, i) {
+            Some(end) => i = end,
+            None => {
+                n += usize::from(bytes[i] == b'?');
+                i += 1;
             }
-            b'/' if bytes.get(i + 1) == Some(&b'*') => i = skip_block_comment(bytes, i),
-            b'?' => {
-                n += 1;
-                i += 1
-            }
-            _ => i += 1,
         }
     }
     n
@@ -231,6 +219,22 @@ fn is_bitnum(s: &[u8]) -> bool {
     (s.starts_with(b"0b") || s.starts_with(b"0B"))
         && s.len() > 2
         && s[2..].iter().all(|c| *c == b'0' || *c == b'1')
+}
+
+/// If a quoted string, quoted identifier or comment starts at `i`, the
+/// index just past it; placeholders inside those are not placeholders.
+fn skip_non_code(bytes: &[u8], i: usize) -> Option<usize> {
+    match bytes[i] {
+        q @ (b'\'' | b'"' | b'`') => Some(skip_quoted(bytes, i, q)),
+        b'#' => Some(skip_line(bytes, i)),
+        b'-' if bytes.get(i + 1) == Some(&b'-')
+            && bytes.get(i + 2).is_none_or(|c| c.is_ascii_whitespace()) =>
+        {
+            Some(skip_line(bytes, i))
+        }
+        b'/' if bytes.get(i + 1) == Some(&b'*') => Some(skip_block_comment(bytes, i)),
+        _ => None,
+    }
 }
 
 /// Index just past a quoted string or identifier starting at `start`.

@@ -312,6 +312,16 @@ pub fn error_message(resp: &pb::ExecuteResponse) -> String {
     resp.error.as_ref().expect("an error").message.clone()
 }
 
+/// The Vitess session a response carries.
+pub fn vitess(resp: &pb::ExecuteResponse) -> &pb::VitessSession {
+    resp.session
+        .as_ref()
+        .unwrap()
+        .vitess_session
+        .as_ref()
+        .unwrap()
+}
+
 pub fn in_transaction(resp: &pb::ExecuteResponse) -> bool {
     resp.session
         .as_ref()
