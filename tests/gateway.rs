@@ -825,3 +825,43 @@ async fn planetscale_database_js_works_unmodified() {
     );
     assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
 }
+
+/// Production TLS: certificate and key from PEM files; the Connect
+/// protocol header is accepted (and not required, as every other test shows).
+#[tokio::test(flavor = "multi_thread")]
+async fn certificate_files_and_connect_protocol_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::write(&cert, certified.cert.pem()).unwrap();
+    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+    let stack = Stack::start_with(|c| {
+        c.tls.self_signed_cert_out = None;
+        c.tls.cert = Some(cert.clone());
+        c.tls.key = Some(key.clone());
+    })
+    .await;
+    std::fs::copy(&cert, &stack.cert).unwrap();
+    for version in [Version::H3, Version::H2] {
+        let client = stack.client(version, Codec::Json).await;
+        let req = http::Request::builder()
+            .method("POST")
+            .uri(format!("https://localhost{}", Method::Execute.path()))
+            .header("content-type", "application/json")
+            .header("connect-protocol-version", "1")
+            .header("authorization", basic(USER, PASSWORD))
+            .body(Bytes::from_static(br#"{"query":"SELECT 'tls ok'"}"#))
+            .unwrap();
+        let (head, body) = client
+            .conn
+            .send(req)
+            .await
+            .unwrap()
+            .collect(1 << 20)
+            .await
+            .unwrap();
+        assert_eq!(head.status, 200);
+        let resp: pb::ExecuteResponse = Codec::Json.decode(&body).unwrap();
+        assert_eq!(scalar(&resp).unwrap(), "tls ok");
+    }
+}
