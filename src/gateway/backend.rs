@@ -250,7 +250,10 @@ mod tests {
 
     #[test]
     fn backend_addresses() {
-        assert_eq!(split_host_port("db.internal:3307"), ("db.internal".into(), 3307));
+        assert_eq!(
+            split_host_port("db.internal:3307"),
+            ("db.internal".into(), 3307)
+        );
         assert_eq!(split_host_port("db.internal"), ("db.internal".into(), 3306));
         assert_eq!(split_host_port("[::1]:3310"), ("::1".into(), 3310));
         assert_eq!(split_host_port("10.0.0.5:3306"), ("10.0.0.5".into(), 3306));
