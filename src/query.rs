@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use base64::Engine;
-use bytes::Bytes;
 
 use crate::api::pb;
 use crate::api::{ApiError, Codec, Encoding, Method};
@@ -87,22 +86,20 @@ async fn call(
         .header(http::header::AUTHORIZATION, auth)
         .body(body)
         .expect("a valid request");
-    let internal =
+    let unavailable =
         |e: &dyn std::fmt::Display| ApiError::new(crate::api::Code::Unavailable, e.to_string());
-    let response = conn.send(http).await.map_err(|e| internal(&e))?;
-    let (head, body) = response.collect(1 << 30).await.map_err(|e| internal(&e))?;
-    let body: Bytes = match head
+    let response = conn.send(http).await.map_err(|e| unavailable(&e))?;
+    let (head, body) = response
+        .collect(1 << 30)
+        .await
+        .map_err(|e| unavailable(&e))?;
+    let encoding = head
         .headers
         .get(http::header::CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-    {
-        Some(name) => Encoding::from_name(name)
-            .ok_or_else(|| internal(&format!("unknown encoding {name}")))?
-            .decompress(body, 1 << 30)?,
-        None => body,
-    };
+        .and_then(|v| v.to_str().ok());
+    let body = Encoding::from_header(encoding)?.decompress(body, 1 << 30)?;
     if head.status != 200 {
-        return Err(ApiError::from_json(&body).unwrap_or_else(|| internal(&head.status)));
+        return Err(ApiError::from_json(&body).unwrap_or_else(|| unavailable(&head.status)));
     }
     Codec::Proto.decode(&body)
 }

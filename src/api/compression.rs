@@ -43,9 +43,10 @@ impl Encoding {
         }
     }
 
-    /// The request's `Content-Encoding`: absent means identity, an
-    /// unsupported one is `unimplemented` (Connect spec).
-    pub fn for_request(header: Option<&str>) -> Result<Self, ApiError> {
+    /// A `Content-Encoding` (or `Connect-Content-Encoding`) header, on a
+    /// request or a response: absent means identity, an unsupported one is
+    /// `unimplemented` (Connect spec).
+    pub fn from_header(header: Option<&str>) -> Result<Self, ApiError> {
         let name = header.unwrap_or("identity");
         Self::from_name(name).ok_or_else(|| {
             ApiError::new(
@@ -178,7 +179,7 @@ mod tests {
     #[test]
     fn negotiation_follows_connect() {
         assert_eq!(
-            Encoding::for_request(Some("br")).unwrap_err().code,
+            Encoding::from_header(Some("br")).unwrap_err().code,
             Code::Unimplemented
         );
         assert_eq!(

@@ -250,7 +250,7 @@ impl Rpc {
                     // BENCHMARK) with an ordinary-looking result, so the
                     // backend's answer is never passed on as a success.
                     match running.await {
-                        Err(BackendError::Connection(e)) => Err(BackendError::Connection(e)),
+                        Err(e @ BackendError::Connection(_)) => Err(e),
                         _ => Err(BackendError::Sql(MysqlError {
                             code: 1317,
                             state: "70100".into(),

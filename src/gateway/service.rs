@@ -88,7 +88,7 @@ impl Service {
             response_encoding: Encoding::Identity,
         };
         let request_encoding =
-            match Encoding::for_request(header_str(&request.headers, encoding_header)) {
+            match Encoding::from_header(header_str(&request.headers, encoding_header)) {
                 Ok(e) => e,
                 Err(e) => return render_error(Some(wire), &e),
             };

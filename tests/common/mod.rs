@@ -8,7 +8,6 @@ pub mod mariadb;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
@@ -178,13 +177,14 @@ impl Client {
             .await
             .expect("request");
         let (head, body) = response.collect(1 << 30).await.expect("body");
-        let body = match head.headers.get(header::CONTENT_ENCODING) {
-            Some(v) => Encoding::from_name(v.to_str().unwrap())
-                .unwrap()
-                .decompress(body, 1 << 30)
-                .unwrap(),
-            None => body,
-        };
+        let encoding = head
+            .headers
+            .get(header::CONTENT_ENCODING)
+            .map(|v| v.to_str().unwrap());
+        let body = Encoding::from_header(encoding)
+            .unwrap()
+            .decompress(body, 1 << 30)
+            .unwrap();
         Answer {
             status: head.status.as_u16(),
             headers: head.headers,
@@ -255,8 +255,8 @@ impl Client {
             .head
             .headers
             .get("connect-content-encoding")
-            .map(|v| Encoding::from_name(v.to_str().unwrap()).unwrap())
-            .unwrap_or(Encoding::Identity);
+            .map(|v| v.to_str().unwrap());
+        let encoding = Encoding::from_header(encoding).unwrap();
         let mut buf = BytesMut::new();
         let mut kept = Vec::new();
         while let Some(chunk) = response.chunk().await.expect("stream chunk") {
@@ -323,15 +323,5 @@ pub fn vitess(resp: &pb::ExecuteResponse) -> &pb::VitessSession {
 }
 
 pub fn in_transaction(resp: &pb::ExecuteResponse) -> bool {
-    resp.session
-        .as_ref()
-        .unwrap()
-        .vitess_session
-        .as_ref()
-        .unwrap()
-        .in_transaction
-}
-
-pub fn shared<T>(t: T) -> Arc<T> {
-    Arc::new(t)
+    vitess(resp).in_transaction
 }
