@@ -12,9 +12,12 @@
 //! [`gateway`] the server role that wires them to a database.
 
 pub mod api;
+pub mod client;
 pub mod config;
 pub mod gateway;
+pub mod mysql;
 pub mod query;
+pub mod sidecar;
 pub mod telemetry;
 pub mod translate;
 pub mod transport;
