@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::gateway::GatewayConfig;
+use crate::sidecar::config::SidecarConfig;
 
 /// The whole file.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -17,6 +18,8 @@ use crate::gateway::GatewayConfig;
 pub struct ConfigFile {
     #[serde(default)]
     pub gateway: GatewayConfig,
+    #[serde(default)]
+    pub sidecar: SidecarConfig,
 }
 
 /// A configuration that cannot be used; the message names the key.

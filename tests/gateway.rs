@@ -865,3 +865,70 @@ async fn certificate_files_and_connect_protocol_version() {
         assert_eq!(scalar(&resp).unwrap(), "tls ok");
     }
 }
+
+/// Shape of one streamed message: `F` fields, `R` rows, `E` an end or OK
+/// result (neither), `S` the closing session.
+fn shape(msg: &pb::ExecuteResponse) -> String {
+    match &msg.result {
+        Some(r) if !r.fields.is_empty() => format!("F{}", r.fields.len()),
+        Some(r) if !r.rows.is_empty() => format!("R{}", r.rows.len()),
+        Some(r) => format!("E{}", r.rows_affected),
+        None if msg.session.is_some() => "S".into(),
+        None => "?".into(),
+    }
+}
+
+#[tokio::test]
+async fn stream_execute_marks_where_each_result_ends() {
+    let stack = Stack::start().await;
+    let client = stack.client(Version::H3, Codec::Proto).await;
+    let run = |query: &'static str| {
+        let client = &client;
+        async move {
+            let req = pb::ExecuteRequest {
+                query: query.into(),
+                ..Default::default()
+            };
+            client
+                .stream(&req, |_, _| true)
+                .await
+                .map(|msgs| msgs.iter().map(shape).collect::<Vec<_>>().join(" "))
+        }
+    };
+    assert_eq!(run("SELECT 1").await.unwrap(), "F1 R1 E0 S");
+    assert_eq!(
+        run("CREATE TABLE t (id INT PRIMARY KEY AUTO_INCREMENT, v INT)")
+            .await
+            .unwrap(),
+        "E0 S"
+    );
+    assert_eq!(
+        run(
+            "INSERT INTO t (v) VALUES (1), (2); SELECT v FROM t ORDER BY v; UPDATE t SET v = v + 1"
+        )
+        .await
+        .unwrap(),
+        "E2 F1 R2 E0 E2 S"
+    );
+    run("CREATE PROCEDURE two() BEGIN SELECT 1 AS a; SELECT 2 AS b, 3 AS c; END")
+        .await
+        .unwrap();
+    // A procedure's result sets, then its own OK.
+    assert_eq!(run("CALL two()").await.unwrap(), "F1 R1 E0 F2 R1 E0 E0 S");
+    // The first statement's result is complete (its end is marked) before
+    // the second one's error.
+    let msgs = client
+        .stream(
+            &pb::ExecuteRequest {
+                query: "SELECT 1; SELECT * FROM missing".into(),
+                ..Default::default()
+            },
+            |_, _| true,
+        )
+        .await
+        .unwrap();
+    let shapes: Vec<String> = msgs.iter().map(shape).collect();
+    assert_eq!(shapes.join(" "), "F1 R1 E0 S");
+    let last = msgs.last().unwrap();
+    assert!(error_message(last).contains("1146"), "{last:?}");
+}

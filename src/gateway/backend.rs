@@ -134,6 +134,24 @@ pub trait ResultSink: Send {
     /// The columns of a new result set.
     fn fields(&mut self, fields: Vec<pb::Field>) -> impl Future<Output = Flow> + Send;
     fn row(&mut self, row: pb::Row) -> impl Future<Output = Flow> + Send;
+    /// The end of one result: of a result set (after its rows, with
+    /// `ended_rows`), or an OK result of a statement without columns.
+    fn end(&mut self, summary: Summary) -> impl Future<Output = ()> + Send;
+    /// Resolves when nobody wants the result any more (the client went
+    /// away), so the statement can be stopped at the backend.
+    fn gone(&self) -> impl Future<Output = ()> + Send + 'static {
+        std::future::pending()
+    }
+}
+
+/// How one result ended.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Summary {
+    /// The result was a result set (columns and rows), not an OK.
+    pub ended_rows: bool,
+    pub rows_affected: u64,
+    pub insert_id: u64,
+    pub info: String,
 }
 
 /// The final OK packet's figures.
@@ -157,15 +175,19 @@ pub async fn run<S: ResultSink>(
     let mut outcome = Outcome::default();
     let mut result = conn.query_iter(sql).await?;
     let mut flow = Flow::Continue;
-    loop {
-        let columns = result.columns().unwrap_or_default();
+    // One pass per result: `columns()` is `None` once every result (the
+    // last OK of a multi-statement included) has been read.
+    while let Some(columns) = result.columns() {
+        let mut summary = Summary::default();
         if columns.is_empty() {
             outcome.rows_affected = result.affected_rows();
-            if let Some(id) = result.last_insert_id() {
-                outcome.insert_id = id;
-            }
+            outcome.insert_id = result.last_insert_id().unwrap_or(0);
             outcome.info = result.info().into_owned();
+            summary.rows_affected = outcome.rows_affected;
+            summary.insert_id = outcome.insert_id;
+            summary.info = outcome.info.clone();
         } else {
+            summary.ended_rows = true;
             outcome.had_rows = true;
             if flow == Flow::Continue {
                 flow = sink.fields(columns.iter().map(field).collect()).await;
@@ -182,10 +204,11 @@ pub async fn run<S: ResultSink>(
             }
         }
         outcome.warnings = result.warnings();
-        if result.is_empty() {
-            break;
-        }
+        sink.end(summary).await;
     }
+    // A later statement of a multi-statement query that failed leaves its
+    // error pending (`columns()` hides it); this surfaces it.
+    result.next().await?;
     drop(result);
     outcome.warnings = outcome.warnings.max(conn.get_warnings());
     Ok(outcome)

@@ -13,7 +13,7 @@ use crate::translate::rows::row_size;
 use crate::translate::{bind, statement};
 
 use super::auth::Account;
-use super::backend::{self, BackendError, Flow, Outcome, ResultSink};
+use super::backend::{self, BackendError, Flow, Outcome, ResultSink, Summary};
 use super::config::Limits;
 use super::sessions::{Lease, Refusal, Sessions};
 use super::stream::StreamSink;
@@ -121,23 +121,13 @@ impl Rpc {
             Ok(Err(lost)) => return sink.finish(Some(lost), None).await,
             Err(e) => return sink.finish(None, Some(e)).await,
         };
+        // Every result (and its figures) went out as it ended; the last
+        // message carries the session and any error.
         let ran = self.run(&account, &mut lease, &request, &mut sink).await;
         let mut last = pb::ExecuteResponse {
             error: ran.error,
             ..Default::default()
         };
-        if let Some(outcome) = ran
-            .outcome
-            .filter(|o| o.rows_affected != 0 || o.insert_id != 0 || !o.info.is_empty())
-        {
-            last.result = Some(pb::QueryResult {
-                rows_affected: outcome.rows_affected,
-                insert_id: outcome.insert_id,
-                info: outcome.info,
-                insert_id_changed: outcome.insert_id != 0,
-                ..Default::default()
-            });
-        }
         sink.flush().await;
         last.session = Some(self.finish(lease));
         sink.finish(Some(last), None).await;
@@ -237,14 +227,22 @@ impl Rpc {
             }
         };
         let conn_id = conn.id();
+        let gone = sink.gone();
         let result = {
             let running = backend::run(conn, &sql, sink);
             tokio::pin!(running);
-            tokio::select! {
-                r = &mut running => r,
-                () = tokio::time::sleep(timeout) => {
+            let why = tokio::select! {
+                r = &mut running => Ok(r),
+                () = tokio::time::sleep(timeout) => Err(format!(
+                    "the statement exceeded the gateway's query_timeout ({timeout:?}) and was killed"
+                )),
+                () = gone => Err("the client went away (cancelled the request)".to_string()),
+            };
+            match why {
+                Ok(r) => r,
+                Err(why) => {
                     if let Err(e) = backend::kill_query(&account.pool, conn_id).await {
-                        warn!(error = ?e, "could not kill a statement past query_timeout");
+                        warn!(error = ?e, "could not kill a statement");
                     }
                     // MariaDB answers some killed statements (SLEEP,
                     // BENCHMARK) with an ordinary-looking result, so the
@@ -255,7 +253,7 @@ impl Rpc {
                             code: 1317,
                             state: "70100".into(),
                             message: format!(
-                                "Query execution was interrupted: the statement exceeded the gateway's query_timeout ({timeout:?}) and was killed; it may have partially completed"
+                                "Query execution was interrupted: {why}; it may have partially completed"
                             ),
                         })),
                     }
@@ -394,6 +392,8 @@ impl ResultSink for Collect {
         self.fields = fields;
         Flow::Continue
     }
+
+    async fn end(&mut self, _summary: Summary) {}
 
     async fn row(&mut self, row: pb::Row) -> Flow {
         self.bytes += row_size(&row);

@@ -10,7 +10,7 @@ use crate::api::pb;
 use crate::api::{ApiError, Codec, Encoding};
 use crate::translate::rows::row_size;
 
-use super::backend::{Flow, ResultSink};
+use super::backend::{Flow, ResultSink, Summary};
 use super::rpc::encode_message;
 
 pub struct StreamSink {
@@ -104,6 +104,30 @@ impl ResultSink for StreamSink {
         } else {
             Flow::Continue
         }
+    }
+
+    /// A message with neither fields nor rows: it closes the open result
+    /// set, or is an OK result of its own (the psdb shape of a DML
+    /// statement). Multi-statement queries and procedures need it to tell
+    /// where one result ends and the next begins.
+    async fn end(&mut self, summary: Summary) {
+        self.flush().await;
+        let message = pb::ExecuteResponse {
+            result: Some(pb::QueryResult {
+                rows_affected: summary.rows_affected,
+                insert_id: summary.insert_id,
+                info: summary.info,
+                insert_id_changed: summary.insert_id != 0,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        self.send(&message).await;
+    }
+
+    fn gone(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let tx = self.tx.clone();
+        async move { tx.closed().await }
     }
 
     async fn row(&mut self, row: pb::Row) -> Flow {

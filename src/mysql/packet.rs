@@ -154,7 +154,15 @@ mod tests {
 
     #[test]
     fn round_trip_small_and_split() {
-        for size in [0usize, 1, 300, MAX_CHUNK - 1, MAX_CHUNK, MAX_CHUNK + 5, 2 * MAX_CHUNK] {
+        for size in [
+            0usize,
+            1,
+            300,
+            MAX_CHUNK - 1,
+            MAX_CHUNK,
+            MAX_CHUNK + 5,
+            2 * MAX_CHUNK,
+        ] {
             let payload: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
             let mut out = Packets::reply_to(0);
             out.push_payload(&payload);

@@ -1,1 +1,5 @@
-//! (in progress)
+//! The sidecar role: a local MySQL server whose every client connection is
+//! a psdb session, and every command a request over one long-lived HTTP/3
+//! connection to a gateway.
+
+pub mod config;

@@ -1,0 +1,232 @@
+//! The sidecar's settings (`[sidecar]` in the config file).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::config::{ConfigError, Secret};
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SidecarConfig {
+    /// MySQL protocol listener; loopback unless configured otherwise.
+    pub listen: SocketAddr,
+    /// An additional unix socket listener.
+    pub socket: Option<PathBuf>,
+    /// Version string in the handshake; `auto` learns the backend's
+    /// `@@version` through the gateway once, at start.
+    pub server_version: String,
+    /// Most client connections served at once; more are refused with
+    /// MySQL's "Too many connections".
+    pub max_connections: usize,
+    /// Largest packet accepted from a client (MySQL's max_allowed_packet).
+    pub max_allowed_packet: usize,
+    /// Authentication of local clients.
+    pub auth: AuthConfig,
+    pub upstream: UpstreamConfig,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// `caching_sha2_password` or `mysql_native_password`.
+    pub plugin: String,
+    /// Local accounts clients must present. Empty: any user name and
+    /// password are accepted (the listener is on loopback; the gateway
+    /// credential is never the client's).
+    pub users: Vec<LocalUser>,
+    /// RSA private key (PEM) for caching_sha2_password full
+    /// authentication over plain TCP; generated at first need if unset.
+    pub rsa_private_key: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocalUser {
+    pub username: String,
+    pub password: Secret,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UpstreamConfig {
+    /// The gateway (any psdb.v1alpha1 server): `https://host:port`.
+    pub url: String,
+    /// Name checked against the gateway's certificate; defaults to the
+    /// URL's host.
+    pub server_name: Option<String>,
+    /// CA certificates (PEM) to trust instead of the system roots.
+    pub ca: Option<PathBuf>,
+    /// The API credential (HTTP Basic), never taken from clients.
+    pub username: String,
+    pub password: Secret,
+    /// `auto` (HTTP/3, falling back to HTTP/2), `http3` or `http2`.
+    pub transport: String,
+    /// QUIC handshake time before HTTP/2 is used instead.
+    #[serde(with = "humantime_serde")]
+    pub h3_handshake_timeout: Duration,
+    /// While on HTTP/2, how often HTTP/3 is tried again (jittered).
+    #[serde(with = "humantime_serde")]
+    pub probe_interval: Duration,
+    /// QUIC keep-alive, below NAT binding timeouts.
+    #[serde(with = "humantime_serde")]
+    pub keep_alive: Duration,
+    /// A QUIC connection silent this long is declared dead.
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// How long a request waits for a connection to the gateway.
+    #[serde(with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    /// Request bodies at least this large are compressed.
+    pub compress_min_bytes: usize,
+    /// QUIC congestion controller: `bbr`, `cubic` or `newreno`.
+    pub congestion: String,
+}
+
+impl Default for SidecarConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:3306".parse().expect("literal"),
+            socket: None,
+            server_version: "auto".into(),
+            max_connections: 4096,
+            max_allowed_packet: 64 << 20,
+            auth: AuthConfig::default(),
+            upstream: UpstreamConfig::default(),
+        }
+    }
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self {
+            plugin: "caching_sha2_password".into(),
+            users: Vec::new(),
+            rsa_private_key: None,
+        }
+    }
+}
+
+impl Default for UpstreamConfig {
+    fn default() -> Self {
+        Self {
+            url: String::new(),
+            server_name: None,
+            ca: None,
+            username: String::new(),
+            password: Secret::default(),
+            transport: "auto".into(),
+            h3_handshake_timeout: Duration::from_secs(1),
+            probe_interval: Duration::from_secs(10),
+            keep_alive: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(3),
+            connect_timeout: Duration::from_secs(5),
+            compress_min_bytes: 1024,
+            congestion: "bbr".into(),
+        }
+    }
+}
+
+impl SidecarConfig {
+    /// Checks what serde cannot.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key, reason: &str| ConfigError::Invalid {
+            key,
+            reason: reason.into(),
+        };
+        if !matches!(
+            self.auth.plugin.as_str(),
+            "caching_sha2_password" | "mysql_native_password"
+        ) {
+            return Err(invalid(
+                "sidecar.auth.plugin",
+                "must be caching_sha2_password or mysql_native_password",
+            ));
+        }
+        if self.upstream.url.is_empty() {
+            return Err(invalid(
+                "sidecar.upstream.url",
+                "required: the gateway, e.g. https://gateway.example:443",
+            ));
+        }
+        self.upstream_authority()?;
+        if self.upstream.username.is_empty() {
+            return Err(invalid(
+                "sidecar.upstream.username",
+                "required: the gateway always authenticates",
+            ));
+        }
+        if !matches!(self.upstream.transport.as_str(), "auto" | "http3" | "http2") {
+            return Err(invalid(
+                "sidecar.upstream.transport",
+                "must be auto, http3 or http2",
+            ));
+        }
+        if !matches!(
+            self.upstream.congestion.as_str(),
+            "bbr" | "cubic" | "newreno"
+        ) {
+            return Err(invalid(
+                "sidecar.upstream.congestion",
+                "must be bbr, cubic or newreno",
+            ));
+        }
+        if self.max_allowed_packet < 1024 {
+            return Err(invalid(
+                "sidecar.max_allowed_packet",
+                "must be at least 1024",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `host:port` of the gateway, from `upstream.url`.
+    pub fn upstream_authority(&self) -> Result<(String, u16), ConfigError> {
+        let invalid = |reason: String| ConfigError::Invalid {
+            key: "sidecar.upstream.url",
+            reason,
+        };
+        let rest = self
+            .upstream
+            .url
+            .strip_prefix("https://")
+            .ok_or_else(|| invalid("must start with https:// (TLS is always on)".into()))?;
+        let authority = rest.split('/').next().unwrap_or_default();
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((host, port)) if !host.ends_with(':') && !port.contains(']') => (
+                host,
+                port.parse::<u16>()
+                    .map_err(|_| invalid(format!("bad port {port:?}")))?,
+            ),
+            _ => (authority, 443),
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if host.is_empty() {
+            return Err(invalid("no host".into()));
+        }
+        Ok((host.to_string(), port))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gateway_urls() {
+        let mut c = SidecarConfig::default();
+        for (url, host, port) in [
+            ("https://gw.example:8443", "gw.example", 8443),
+            ("https://gw.example", "gw.example", 443),
+            ("https://[::1]:9000/", "::1", 9000),
+            ("https://10.0.0.1:443", "10.0.0.1", 443),
+        ] {
+            c.upstream.url = url.into();
+            assert_eq!(c.upstream_authority().unwrap(), (host.to_string(), port));
+        }
+        c.upstream.url = "http://gw.example".into();
+        assert!(c.upstream_authority().is_err());
+    }
+}
