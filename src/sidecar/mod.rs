@@ -3,3 +3,5 @@
 //! connection to a gateway.
 
 pub mod config;
+pub mod io;
+pub mod registry;

@@ -47,6 +47,26 @@ pub fn leading_keyword(sql: &str) -> Option<&str> {
     (end > i).then(|| &sql[i..end])
 }
 
+/// Whether `sql` holds several statements, which a client that did not
+/// enable multi-statements must not be able to run (it is what keeps an
+/// injected `; DROP TABLE …` from executing). Routine and trigger bodies
+/// (`CREATE … BEGIN …; …; END`) and compound statements are one statement
+/// despite their semicolons.
+pub fn is_multi_statement(sql: &str) -> bool {
+    let compound = leading_keyword(sql).is_some_and(|k| {
+        // `k` borrows from `sql`: what follows it.
+        let at = k.as_ptr() as usize - sql.as_ptr() as usize;
+        let rest = sql[at + k.len()..].trim_start();
+        ["CREATE", "IF", "CASE", "LOOP", "WHILE", "REPEAT", "FOR"]
+            .iter()
+            .any(|c| k.eq_ignore_ascii_case(c))
+            || (k.eq_ignore_ascii_case("BEGIN")
+                && rest.len() >= 10
+                && rest[..10].eq_ignore_ascii_case("NOT ATOMIC"))
+    });
+    !compound && has_inner_semicolon(sql)
+}
+
 /// A `;` outside quotes with something after it: more than one statement.
 fn has_inner_semicolon(sql: &str) -> bool {
     let bytes = sql.as_bytes();
@@ -72,6 +92,21 @@ fn has_inner_semicolon(sql: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn multi_statements() {
+        assert!(!is_multi_statement("SELECT 1"));
+        assert!(!is_multi_statement("SELECT 1;"));
+        assert!(!is_multi_statement("SELECT ';' FROM t; "));
+        assert!(is_multi_statement("SELECT 1; DROP TABLE t"));
+        assert!(is_multi_statement("BEGIN; DELETE FROM t"));
+        assert!(!is_multi_statement(
+            "CREATE PROCEDURE p() BEGIN SELECT 1; SELECT 2; END"
+        ));
+        assert!(!is_multi_statement(
+            "BEGIN NOT ATOMIC SELECT 1; SELECT 2; END"
+        ));
+    }
 
     #[test]
     fn classification() {
