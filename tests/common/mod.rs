@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod mariadb;
+pub mod netns;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
