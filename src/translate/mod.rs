@@ -3,6 +3,7 @@
 
 pub mod bind;
 pub mod errors;
+pub mod results;
 pub mod rows;
 pub mod statement;
 pub mod types;

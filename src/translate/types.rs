@@ -67,6 +67,52 @@ pub fn vitess_type(mysql_type: u8, flags: u16) -> Type {
     }
 }
 
+/// The inverse of [`vitess_type`]: the MySQL protocol column type code a
+/// server sends for a column of Vitess type `ty`.
+///
+/// The sidecar only receives `Field`s, so it must rebuild the type byte
+/// MariaDB/MySQL put in the column definition. The flags need not be
+/// consulted: they travel unchanged in `Field.flags`, and the only types
+/// that `vitess_type` derives from flags (unsigned integers, ENUM/SET,
+/// BINARY/BLOB) each come from a single wire code. Codes that servers use
+/// only internally (VARCHAR 15, TIMESTAMP2/DATETIME2/TIME2, the sized BLOB
+/// codes, ENUM 247 and SET 248, old DECIMAL 0) come back as the code the
+/// server actually sends for such a column; Vitess types that no column
+/// has (expressions, tuples, hex literals) become VAR_STRING.
+pub fn mysql_type(ty: Type) -> u8 {
+    match ty {
+        Type::NullType => 6,
+        Type::Int8 | Type::Uint8 => 1,
+        Type::Int16 | Type::Uint16 => 2,
+        Type::Int24 | Type::Uint24 => 9,
+        Type::Int32 | Type::Uint32 => 3,
+        Type::Int64 | Type::Uint64 => 8,
+        Type::Float32 => 4,
+        Type::Float64 => 5,
+        Type::Timestamp => 7,
+        Type::Date => 10,
+        Type::Time => 11,
+        Type::Datetime => 12,
+        Type::Year => 13,
+        Type::Decimal => 246,
+        Type::Text | Type::Blob => 252,
+        Type::Char | Type::Binary | Type::Enum | Type::Set => 254,
+        Type::Bit => 16,
+        Type::Geometry => 255,
+        Type::Json => 245,
+        Type::Vector => 242,
+        Type::Varchar
+        | Type::Varbinary
+        | Type::Tuple
+        | Type::Expression
+        | Type::Hexnum
+        | Type::Hexval
+        | Type::Bitnum
+        | Type::Raw
+        | Type::RowTuple => 253,
+    }
+}
+
 /// Whether values of this type are written as numbers in SQL (unquoted).
 pub fn is_numeric(ty: Type) -> bool {
     let v = ty as i32;
@@ -82,6 +128,52 @@ pub fn is_binary(ty: Type) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every type code MariaDB/MySQL put in a result set's column
+    /// definitions, with each flag that changes the Vitess type.
+    #[test]
+    fn inverse_restores_every_wire_type() {
+        let wire = [
+            1u8, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 16, 242, 245, 246, 252, 253, 254, 255,
+        ];
+        let flag_sets = [
+            0,
+            UNSIGNED_FLAG,
+            BINARY_FLAG,
+            UNSIGNED_FLAG | BINARY_FLAG,
+            ENUM_FLAG,
+            SET_FLAG,
+            BINARY_FLAG | 16 | 1,
+        ];
+        for code in wire {
+            for flags in flag_sets {
+                assert_eq!(
+                    mysql_type(vitess_type(code, flags)),
+                    code,
+                    "type {code} flags {flags}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn internal_codes_map_to_what_servers_send() {
+        for (internal, sent) in [
+            (0u8, 246u8),
+            (15, 253),
+            (17, 7),
+            (18, 12),
+            (19, 11),
+            (247, 254),
+            (248, 254),
+            (249, 252),
+            (250, 252),
+            (251, 252),
+        ] {
+            assert_eq!(mysql_type(vitess_type(internal, 0)), sent, "{internal}");
+        }
+        assert_eq!(mysql_type(Type::Hexval), 253);
+    }
 
     #[test]
     fn mapping_matches_vitess() {

@@ -1,0 +1,718 @@
+//! A streamed psdb result → MySQL result packets, written as the messages
+//! arrive so rows flow through with bounded memory.
+//!
+//! The sidecar runs each COM_QUERY / COM_STMT_EXECUTE as one psdb
+//! `StreamExecute`. Our gateway shapes the stream thus (and a plain psdb
+//! server's shapes degrade gracefully):
+//! - a `QueryResult` with `fields` starts a new result set;
+//! - one with `rows` continues the current set;
+//! - one with neither ends the open set if there is one, and otherwise is
+//!   an OK result (`rows_affected`, `insert_id`, `info`).
+//!
+//! A finished result's terminator (EOF / OK-0xfe for a set, OK for an OK
+//! result) is held back until we know whether another result follows: then
+//! it carries `SERVER_MORE_RESULTS_EXISTS`; at [`ResultWriter::finish`] it
+//! carries the final status and warning count — which only the end of the
+//! stream knows.
+
+use crate::api::pb;
+use crate::mysql::packet::Packets;
+use crate::mysql::response::{self, binary_row, text_row};
+use crate::mysql::{CapabilityFlags, StatusFlags};
+use crate::translate::errors::MysqlError;
+
+/// How rows are encoded: text for COM_QUERY, binary for COM_STMT_EXECUTE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowFormat {
+    Text,
+    Binary,
+}
+
+/// A finished result whose terminator has not been written yet.
+#[derive(Debug)]
+enum Held {
+    /// The end of a result set's rows.
+    EndOfRows,
+    /// A statement without a result set.
+    Ok {
+        affected_rows: u64,
+        insert_id: u64,
+        info: String,
+    },
+}
+
+#[derive(Debug)]
+enum State {
+    /// Nothing written yet.
+    Empty,
+    /// A result set's rows are flowing; its fields decode binary rows.
+    Open { fields: Vec<pb::Field> },
+    /// The last result is complete but its terminator waits.
+    Held(Held),
+}
+
+/// Writes one statement's (or multi-statement's) results as MySQL packets.
+///
+/// If [`message`](Self::message) fails (a row the client could not be
+/// sent), pass that error to [`finish`](Self::finish): the ERR then takes
+/// the place of the open set's terminator.
+#[derive(Debug)]
+pub struct ResultWriter {
+    caps: CapabilityFlags,
+    format: RowFormat,
+    /// Status for terminators before the last one.
+    status: StatusFlags,
+    state: State,
+}
+
+impl ResultWriter {
+    /// `status` goes into intermediate terminators (the session's status
+    /// while the statement runs, e.g. IN_TRANS).
+    pub fn new(caps: CapabilityFlags, format: RowFormat, status: StatusFlags) -> Self {
+        Self {
+            caps,
+            format,
+            status: status - StatusFlags::SERVER_MORE_RESULTS_EXISTS,
+            state: State::Empty,
+        }
+    }
+
+    /// One streamed message's result, in order.
+    pub fn message(
+        &mut self,
+        result: &pb::QueryResult,
+        out: &mut Packets,
+    ) -> Result<(), MysqlError> {
+        if !result.fields.is_empty() {
+            self.start_set(&result.fields, out);
+        } else if result.rows.is_empty() {
+            self.end_result(result, out);
+            return Ok(());
+        }
+        self.rows(&result.rows, out)
+    }
+
+    /// End of the stream: the last terminator with the final status and
+    /// warnings, or the ERR that ended the stream.
+    pub fn finish(
+        self,
+        error: Option<&MysqlError>,
+        status: StatusFlags,
+        warnings: u16,
+        out: &mut Packets,
+    ) {
+        let status = status - StatusFlags::SERVER_MORE_RESULTS_EXISTS;
+        match (self.state, error) {
+            // Rows were cut off: the ERR replaces the set's terminator.
+            (State::Open { .. }, Some(error)) | (State::Empty, Some(error)) => {
+                response::err(out, error)
+            }
+            // A complete result, then a failing statement (MySQL's shape
+            // for a multi-statement whose second statement fails).
+            (State::Held(held), Some(error)) => {
+                write_held(out, self.caps, &held, self.status | more(), 0);
+                response::err(out, error);
+            }
+            (State::Open { .. }, None) => {
+                write_held(out, self.caps, &Held::EndOfRows, status, warnings)
+            }
+            (State::Held(held), None) => write_held(out, self.caps, &held, status, warnings),
+            (State::Empty, None) => response::ok(out, self.caps, 0, 0, status, warnings, ""),
+        }
+    }
+
+    /// Writes a complete unary `Execute` result (one `QueryResult`): a
+    /// result set or an OK, or an ERR if a row cannot be encoded.
+    pub fn unary(
+        caps: CapabilityFlags,
+        format: RowFormat,
+        result: &pb::QueryResult,
+        status: StatusFlags,
+        warnings: u16,
+        out: &mut Packets,
+    ) {
+        let mut writer = Self::new(caps, format, status);
+        let error = writer.message(result, out).err();
+        writer.finish(error.as_ref(), status, warnings, out);
+    }
+
+    /// Column count, definitions and (classic clients) their EOF. Whatever
+    /// came before is complete, so its terminator goes out now.
+    fn start_set(&mut self, fields: &[pb::Field], out: &mut Packets) {
+        self.flush_previous(out);
+        response::result_set_header(out, fields.len() as u64);
+        for field in fields {
+            response::column_definition(out, field);
+        }
+        if !self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF) {
+            response::eof(out, self.caps, self.status, 0);
+        }
+        self.state = State::Open {
+            fields: fields.to_vec(),
+        };
+    }
+
+    /// A message with neither fields nor rows.
+    fn end_result(&mut self, result: &pb::QueryResult, out: &mut Packets) {
+        if matches!(self.state, State::Open { .. }) {
+            self.state = State::Held(Held::EndOfRows);
+            return;
+        }
+        self.flush_previous(out);
+        self.state = State::Held(Held::Ok {
+            affected_rows: result.rows_affected,
+            insert_id: result.insert_id,
+            info: result.info.clone(),
+        });
+    }
+
+    fn rows(&mut self, rows: &[pb::Row], out: &mut Packets) -> Result<(), MysqlError> {
+        let State::Open { fields } = &self.state else {
+            if rows.is_empty() {
+                return Ok(());
+            }
+            return Err(MysqlError {
+                code: 1105,
+                state: "HY000".into(),
+                message: "Malformed result from the gateway: rows without columns".into(),
+            });
+        };
+        for row in rows {
+            match self.format {
+                RowFormat::Text => {
+                    if row.lengths.len() != fields.len() {
+                        return Err(MysqlError {
+                            code: 1105,
+                            state: "HY000".into(),
+                            message: format!(
+                                "Malformed row from the gateway: {} values for {} columns",
+                                row.lengths.len(),
+                                fields.len()
+                            ),
+                        });
+                    }
+                    text_row(out, row)?;
+                }
+                RowFormat::Binary => binary_row(out, fields, row)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the terminator of whatever result is complete or open, with
+    /// MORE_RESULTS_EXISTS: a new result follows.
+    fn flush_previous(&mut self, out: &mut Packets) {
+        let held = match std::mem::replace(&mut self.state, State::Empty) {
+            State::Empty => return,
+            State::Open { .. } => Held::EndOfRows,
+            State::Held(held) => held,
+        };
+        write_held(out, self.caps, &held, self.status | more(), 0);
+    }
+}
+
+fn more() -> StatusFlags {
+    StatusFlags::SERVER_MORE_RESULTS_EXISTS
+}
+
+fn write_held(
+    out: &mut Packets,
+    caps: CapabilityFlags,
+    held: &Held,
+    status: StatusFlags,
+    warnings: u16,
+) {
+    match held {
+        Held::EndOfRows => response::end_of_rows(out, caps, status, warnings),
+        Held::Ok {
+            affected_rows,
+            insert_id,
+            info,
+        } => response::ok(
+            out,
+            caps,
+            *affected_rows,
+            *insert_id,
+            status,
+            warnings,
+            info,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mysql::packet::decode;
+    use crate::translate::rows::pack_row;
+    use crate::translate::types::vitess_type;
+    use mysql_common::Value;
+    use mysql_common::io::ParseBuf;
+    use mysql_common::packets::{
+        Column, CommonOkPacket, ErrPacket, OkPacketDeserializer, OldEofPacket, ResultSetTerminator,
+    };
+    use mysql_common::proto::{Binary, Text};
+    use mysql_common::row::RowDeserializer;
+    use mysql_common::value::ServerSide;
+    use std::sync::Arc;
+
+    fn modern() -> CapabilityFlags {
+        crate::mysql::server_capabilities()
+    }
+
+    fn classic() -> CapabilityFlags {
+        modern() - CapabilityFlags::CLIENT_DEPRECATE_EOF
+    }
+
+    const MID: StatusFlags = StatusFlags::SERVER_STATUS_IN_TRANS;
+    const FINAL: StatusFlags = StatusFlags::SERVER_STATUS_AUTOCOMMIT;
+
+    /// What a client sees, decoded with mysql_common.
+    #[derive(Debug, PartialEq)]
+    enum Seen {
+        Columns(Vec<String>),
+        Row(Vec<Value>),
+        /// End of rows: status, warnings.
+        End(StatusFlags, u16),
+        Ok(u64, u64, StatusFlags, u16, String),
+        Err(u16, String),
+    }
+
+    /// A minimal client state machine over the framed output.
+    fn client(out: &mut Packets, caps: CapabilityFlags, format: RowFormat) -> Vec<Seen> {
+        let mut buf = out.take();
+        let mut packets = Vec::new();
+        while let Some(p) = decode(&mut buf, usize::MAX).unwrap() {
+            packets.push(p.payload);
+        }
+        assert!(buf.is_empty());
+        let deprecate = caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
+        let mut seen = Vec::new();
+        let mut it = packets.into_iter();
+        while let Some(p) = it.next() {
+            match p[0] {
+                0x00 => {
+                    let ok = ParseBuf(&p)
+                        .parse::<OkPacketDeserializer<CommonOkPacket>>(caps)
+                        .unwrap()
+                        .into_inner();
+                    let info = ok.info_str().unwrap_or_default().into_owned();
+                    let more = ok
+                        .status_flags()
+                        .contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS);
+                    seen.push(Seen::Ok(
+                        ok.affected_rows(),
+                        ok.last_insert_id().unwrap_or(0),
+                        ok.status_flags(),
+                        ok.warnings(),
+                        info,
+                    ));
+                    if !more {
+                        break;
+                    }
+                }
+                0xff => {
+                    let e = ParseBuf(&p).parse::<ErrPacket>(caps).unwrap();
+                    let se = e.server_error();
+                    seen.push(Seen::Err(se.error_code(), se.message_str().into_owned()));
+                    break;
+                }
+                _ => {
+                    let count = p[0] as usize;
+                    let columns: Vec<Column> = (0..count)
+                        .map(|_| ParseBuf(&it.next().unwrap()).parse(()).unwrap())
+                        .collect();
+                    seen.push(Seen::Columns(
+                        columns.iter().map(|c| c.name_str().into_owned()).collect(),
+                    ));
+                    if !deprecate {
+                        let eof = it.next().unwrap();
+                        assert_eq!(&eof[..], &[0xfe, 0, 0, MID.bits() as u8, 0][..]);
+                    }
+                    let columns: Arc<[Column]> = columns.into();
+                    let more = loop {
+                        let p = it.next().unwrap();
+                        if p[0] == 0xfe && p.len() < 9 {
+                            let end = if deprecate {
+                                ParseBuf(&p)
+                                    .parse::<OkPacketDeserializer<ResultSetTerminator>>(caps)
+                                    .unwrap()
+                                    .into_inner()
+                            } else {
+                                ParseBuf(&p)
+                                    .parse::<OkPacketDeserializer<OldEofPacket>>(caps)
+                                    .unwrap()
+                                    .into_inner()
+                            };
+                            seen.push(Seen::End(end.status_flags(), end.warnings()));
+                            break end
+                                .status_flags()
+                                .contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS);
+                        }
+                        if p[0] == 0xff {
+                            let e = ParseBuf(&p).parse::<ErrPacket>(caps).unwrap();
+                            let se = e.server_error();
+                            seen.push(Seen::Err(se.error_code(), se.message_str().into_owned()));
+                            break false;
+                        }
+                        let values = match format {
+                            RowFormat::Text => ParseBuf(&p)
+                                .parse::<RowDeserializer<ServerSide, Text>>(columns.clone())
+                                .unwrap()
+                                .into_inner()
+                                .unwrap(),
+                            RowFormat::Binary => ParseBuf(&p)
+                                .parse::<RowDeserializer<ServerSide, Binary>>(columns.clone())
+                                .unwrap()
+                                .into_inner()
+                                .unwrap(),
+                        };
+                        seen.push(Seen::Row(values));
+                    };
+                    if !more {
+                        break;
+                    }
+                }
+            }
+        }
+        assert!(it.next().is_none(), "packets after the last result");
+        seen
+    }
+
+    fn field(name: &str, mysql: u8, flags: u16) -> pb::Field {
+        pb::Field {
+            name: name.into(),
+            r#type: vitess_type(mysql, flags) as i32,
+            charset: 63,
+            flags: u32::from(flags),
+            ..pb::Field::default()
+        }
+    }
+
+    fn fields_msg(fields: Vec<pb::Field>, rows: Vec<pb::Row>) -> pb::QueryResult {
+        pb::QueryResult {
+            fields,
+            rows,
+            ..pb::QueryResult::default()
+        }
+    }
+
+    fn rows_msg(rows: Vec<pb::Row>) -> pb::QueryResult {
+        fields_msg(vec![], rows)
+    }
+
+    fn end_msg() -> pb::QueryResult {
+        pb::QueryResult::default()
+    }
+
+    fn ok_msg(affected: u64, id: u64, info: &str) -> pb::QueryResult {
+        pb::QueryResult {
+            rows_affected: affected,
+            insert_id: id,
+            info: info.into(),
+            ..pb::QueryResult::default()
+        }
+    }
+
+    fn row(cells: &[Option<&str>]) -> pb::Row {
+        pack_row(cells.iter().map(|c| c.map(str::as_bytes)))
+    }
+
+    fn run(
+        caps: CapabilityFlags,
+        format: RowFormat,
+        messages: &[pb::QueryResult],
+        error: Option<&MysqlError>,
+    ) -> Vec<Seen> {
+        let mut out = Packets::reply_to(0);
+        let mut writer = ResultWriter::new(caps, format, MID);
+        let mut error = error.cloned();
+        for m in messages {
+            if let Err(e) = writer.message(m, &mut out) {
+                error = Some(e);
+                break;
+            }
+        }
+        writer.finish(error.as_ref(), FINAL, 3, &mut out);
+        client(&mut out, caps, format)
+    }
+
+    fn bytes(s: &str) -> Value {
+        Value::Bytes(s.as_bytes().to_vec())
+    }
+
+    fn more() -> StatusFlags {
+        MID | StatusFlags::SERVER_MORE_RESULTS_EXISTS
+    }
+
+    fn id_name() -> Vec<pb::Field> {
+        vec![field("id", 8, 0), field("name", 253, 0)]
+    }
+
+    fn columns() -> Seen {
+        Seen::Columns(vec!["id".into(), "name".into()])
+    }
+
+    #[test]
+    fn one_streamed_set_text_and_binary() {
+        for caps in [modern(), classic()] {
+            let messages = [
+                fields_msg(id_name(), vec![row(&[Some("1"), Some("a")])]),
+                rows_msg(vec![row(&[Some("2"), None]), row(&[None, Some("😀")])]),
+                end_msg(),
+            ];
+            assert_eq!(
+                run(caps, RowFormat::Text, &messages, None),
+                vec![
+                    columns(),
+                    Seen::Row(vec![bytes("1"), bytes("a")]),
+                    Seen::Row(vec![bytes("2"), Value::NULL]),
+                    Seen::Row(vec![Value::NULL, bytes("😀")]),
+                    Seen::End(FINAL, 3),
+                ]
+            );
+            assert_eq!(
+                run(caps, RowFormat::Binary, &messages, None),
+                vec![
+                    columns(),
+                    Seen::Row(vec![Value::Int(1), bytes("a")]),
+                    Seen::Row(vec![Value::Int(2), Value::NULL]),
+                    Seen::Row(vec![Value::NULL, bytes("😀")]),
+                    Seen::End(FINAL, 3),
+                ]
+            );
+        }
+    }
+
+    #[test]
+    fn a_plain_psdb_stream_without_end_message() {
+        let messages = [
+            fields_msg(id_name(), vec![]),
+            rows_msg(vec![row(&[Some("1"), Some("a")])]),
+        ];
+        assert_eq!(
+            run(modern(), RowFormat::Text, &messages, None),
+            vec![
+                columns(),
+                Seen::Row(vec![bytes("1"), bytes("a")]),
+                Seen::End(FINAL, 3),
+            ]
+        );
+    }
+
+    #[test]
+    fn empty_result_set() {
+        let messages = [fields_msg(id_name(), vec![]), end_msg()];
+        assert_eq!(
+            run(classic(), RowFormat::Binary, &messages, None),
+            vec![columns(), Seen::End(FINAL, 3)]
+        );
+    }
+
+    #[test]
+    fn ok_results() {
+        assert_eq!(
+            run(
+                modern(),
+                RowFormat::Text,
+                &[ok_msg(2, 9, "Rows matched: 2")],
+                None
+            ),
+            vec![Seen::Ok(2, 9, FINAL, 3, "Rows matched: 2".into())]
+        );
+        // Nothing at all: one OK with 0 rows.
+        assert_eq!(
+            run(modern(), RowFormat::Text, &[], None),
+            vec![Seen::Ok(0, 0, FINAL, 3, String::new())]
+        );
+    }
+
+    #[test]
+    fn multi_results_carry_more_results_exists() {
+        for caps in [modern(), classic()] {
+            let messages = [
+                ok_msg(1, 5, ""),
+                fields_msg(id_name(), vec![row(&[Some("1"), Some("a")])]),
+                end_msg(),
+                fields_msg(vec![field("x", 3, 0)], vec![]),
+                rows_msg(vec![row(&[Some("7")])]),
+                end_msg(),
+                ok_msg(4, 0, "done"),
+            ];
+            assert_eq!(
+                run(caps, RowFormat::Text, &messages, None),
+                vec![
+                    Seen::Ok(1, 5, more(), 0, String::new()),
+                    columns(),
+                    Seen::Row(vec![bytes("1"), bytes("a")]),
+                    Seen::End(more(), 0),
+                    Seen::Columns(vec!["x".into()]),
+                    Seen::Row(vec![bytes("7")]),
+                    Seen::End(more(), 0),
+                    Seen::Ok(4, 0, FINAL, 3, "done".into()),
+                ]
+            );
+        }
+    }
+
+    #[test]
+    fn a_new_set_ends_an_unterminated_one() {
+        let messages = [
+            fields_msg(vec![field("a", 3, 0)], vec![row(&[Some("1")])]),
+            fields_msg(vec![field("b", 3, 0)], vec![row(&[Some("2")])]),
+        ];
+        assert_eq!(
+            run(modern(), RowFormat::Binary, &messages, None),
+            vec![
+                Seen::Columns(vec!["a".into()]),
+                Seen::Row(vec![Value::Int(1)]),
+                Seen::End(more(), 0),
+                Seen::Columns(vec!["b".into()]),
+                Seen::Row(vec![Value::Int(2)]),
+                Seen::End(FINAL, 3),
+            ]
+        );
+    }
+
+    fn boom() -> MysqlError {
+        MysqlError {
+            code: 1317,
+            state: "70100".into(),
+            message: "Query execution was interrupted".into(),
+        }
+    }
+
+    #[test]
+    fn error_cuts_off_an_open_set() {
+        for caps in [modern(), classic()] {
+            let messages = [fields_msg(id_name(), vec![row(&[Some("1"), Some("a")])])];
+            assert_eq!(
+                run(caps, RowFormat::Text, &messages, Some(&boom())),
+                vec![
+                    columns(),
+                    Seen::Row(vec![bytes("1"), bytes("a")]),
+                    Seen::Err(1317, boom().message),
+                ]
+            );
+        }
+    }
+
+    #[test]
+    fn error_after_a_complete_result() {
+        let messages = [fields_msg(id_name(), vec![]), end_msg()];
+        assert_eq!(
+            run(modern(), RowFormat::Text, &messages, Some(&boom())),
+            vec![
+                columns(),
+                Seen::End(more(), 0),
+                Seen::Err(1317, boom().message)
+            ]
+        );
+        assert_eq!(
+            run(
+                classic(),
+                RowFormat::Text,
+                &[ok_msg(1, 0, "")],
+                Some(&boom())
+            ),
+            vec![
+                Seen::Ok(1, 0, more(), 0, String::new()),
+                Seen::Err(1317, boom().message)
+            ]
+        );
+        assert_eq!(
+            run(modern(), RowFormat::Text, &[], Some(&boom())),
+            vec![Seen::Err(1317, boom().message)]
+        );
+    }
+
+    #[test]
+    fn unencodable_rows_end_in_err() {
+        // A binary row whose INT value is not a number.
+        let messages = [
+            fields_msg(id_name(), vec![row(&[Some("1"), Some("a")])]),
+            rows_msg(vec![row(&[Some("x"), Some("b")])]),
+        ];
+        let seen = run(modern(), RowFormat::Binary, &messages, None);
+        assert_eq!(seen.len(), 3);
+        assert!(
+            matches!(&seen[2], Seen::Err(1105, m) if m.contains("'id'")),
+            "{seen:?}"
+        );
+        // A text row with the wrong number of values.
+        let messages = [fields_msg(id_name(), vec![row(&[Some("1")])])];
+        let seen = run(classic(), RowFormat::Text, &messages, None);
+        assert!(matches!(&seen[1], Seen::Err(1105, _)), "{seen:?}");
+        // Rows before any columns.
+        let seen = run(
+            modern(),
+            RowFormat::Text,
+            &[rows_msg(vec![row(&[Some("1")])])],
+            None,
+        );
+        assert!(matches!(&seen[0], Seen::Err(1105, _)), "{seen:?}");
+    }
+
+    #[test]
+    fn unary_results() {
+        let mut out = Packets::reply_to(0);
+        let result = fields_msg(
+            vec![field("d", 12, 0), field("n", 8, 32)],
+            vec![row(&[
+                Some("2024-01-02 03:04:05.000006"),
+                Some("18446744073709551615"),
+            ])],
+        );
+        ResultWriter::unary(modern(), RowFormat::Binary, &result, FINAL, 1, &mut out);
+        assert_eq!(
+            client(&mut out, modern(), RowFormat::Binary),
+            vec![
+                Seen::Columns(vec!["d".into(), "n".into()]),
+                Seen::Row(vec![
+                    Value::Date(2024, 1, 2, 3, 4, 5, 6),
+                    Value::UInt(u64::MAX)
+                ]),
+                Seen::End(FINAL, 1),
+            ]
+        );
+        ResultWriter::unary(
+            classic(),
+            RowFormat::Text,
+            &ok_msg(3, 0, ""),
+            FINAL,
+            0,
+            &mut out,
+        );
+        assert_eq!(
+            client(&mut out, classic(), RowFormat::Text),
+            vec![Seen::Ok(3, 0, FINAL, 0, String::new())]
+        );
+        let bad = fields_msg(vec![field("n", 1, 0)], vec![row(&[Some("300")])]);
+        ResultWriter::unary(modern(), RowFormat::Binary, &bad, FINAL, 0, &mut out);
+        let seen = client(&mut out, modern(), RowFormat::Binary);
+        assert!(matches!(&seen[1], Seen::Err(1105, _)), "{seen:?}");
+    }
+
+    #[test]
+    fn sequence_ids_run_on_across_messages() {
+        let mut out = Packets::reply_to(0);
+        let mut writer = ResultWriter::new(modern(), RowFormat::Text, MID);
+        writer
+            .message(&fields_msg(id_name(), vec![]), &mut out)
+            .unwrap();
+        let first = out.take();
+        writer
+            .message(&rows_msg(vec![row(&[Some("1"), Some("a")])]), &mut out)
+            .unwrap();
+        writer.finish(None, FINAL, 0, &mut out);
+        let mut all = first;
+        all.extend_from_slice(&out.take());
+        let mut seq = 1u8;
+        while let Some(p) = decode(&mut all, usize::MAX).unwrap() {
+            assert_eq!(p.seq, seq);
+            seq += 1;
+        }
+        // header, 2 columns, 1 row, terminator.
+        assert_eq!(seq, 6);
+    }
+}
