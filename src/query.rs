@@ -1,17 +1,13 @@
 //! `myquic query`: run SQL through a gateway from the command line, over
 //! HTTP/3 (default) or HTTP/2. A debugging tool for operators, and the
-//! client of the README's quick start.
+//! client of the README's quick start. It uses the sidecar's client, so it
+//! also exercises what the sidecar does.
 
-use std::net::SocketAddr;
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::time::Duration;
-
-use base64::Engine;
 
 use crate::api::pb;
-use crate::api::{ApiError, Codec, Encoding, Method};
-use crate::transport::client::Connection;
-use crate::transport::quic::Congestion;
+use crate::client::{Client, ClientConfig, TransportPreference};
 use crate::transport::tls;
 
 /// Where and how to reach the gateway.
@@ -34,74 +30,36 @@ pub struct QueryArgs {
 /// Runs the statements and prints each result as tab-separated text.
 pub async fn run(args: QueryArgs) -> Result<(), String> {
     let (user, password, host, port) = parse_url(&args.url)?;
-    let addr: SocketAddr = tokio::net::lookup_host((host.as_str(), port))
-        .await
-        .map_err(|e| format!("resolving {host}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{host} has no address"))?;
     tls::install_crypto_provider();
     let roots = tls::roots_from_pem(&args.ca).map_err(|e| e.to_string())?;
     let tls = tls::client_config(roots, &[]).map_err(|e| e.to_string())?;
-    let conn = if args.http2 {
-        Connection::connect_h2(addr, &host, tls).await
+    let authority = if host.contains(':') {
+        format!("[{host}]:{port}")
     } else {
-        Connection::connect_h3(addr, &host, tls, Congestion::Bbr, Duration::from_secs(10)).await
-    }
-    .map_err(|e| e.to_string())?;
-    let auth = format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
-    );
+        format!("{host}:{port}")
+    };
+    let mut config = ClientConfig::new(authority, host, tls, user, password);
+    // A one-shot tool tests the transport it is told to, with no fallback.
+    config.transport = if args.http2 {
+        TransportPreference::Http2
+    } else {
+        TransportPreference::Http3
+    };
+    let client = Client::new(config).map_err(|e| e.to_string())?;
     let mut session = None;
     for sql in &args.sql {
-        let request = pb::ExecuteRequest {
-            session: session.take(),
-            query: sql.clone(),
-            ..Default::default()
-        };
-        let response = call(&conn, &auth, &request)
+        let reply = client
+            .execute(session.as_ref(), sql.as_str(), HashMap::new())
             .await
             .map_err(|e| e.to_string())?;
-        session = response.session;
-        println!("-- [{}] {sql}", conn.version().as_str());
-        if let Some(error) = response.error {
+        session = reply.session;
+        println!("-- [{}] {sql}", reply.transport.as_str());
+        if let Some(error) = reply.message.error {
             return Err(error.message);
         }
-        print_result(response.result.unwrap_or_default());
+        print_result(reply.message.result.unwrap_or_default());
     }
     Ok(())
-}
-
-async fn call(
-    conn: &Connection,
-    auth: &str,
-    request: &pb::ExecuteRequest,
-) -> Result<pb::ExecuteResponse, ApiError> {
-    let body = Codec::Proto.encode(request);
-    let http = http::Request::builder()
-        .method("POST")
-        .uri(format!("https://gateway{}", Method::Execute.path()))
-        .header(http::header::CONTENT_TYPE, "application/proto")
-        .header(http::header::ACCEPT_ENCODING, "zstd, snappy")
-        .header(http::header::AUTHORIZATION, auth)
-        .body(body)
-        .expect("a valid request");
-    let unavailable =
-        |e: &dyn std::fmt::Display| ApiError::new(crate::api::Code::Unavailable, e.to_string());
-    let response = conn.send(http).await.map_err(|e| unavailable(&e))?;
-    let (head, body) = response
-        .collect(1 << 30)
-        .await
-        .map_err(|e| unavailable(&e))?;
-    let encoding = head
-        .headers
-        .get(http::header::CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok());
-    let body = Encoding::from_header(encoding)?.decompress(body, 1 << 30)?;
-    if head.status != 200 {
-        return Err(ApiError::from_json(&body).unwrap_or_else(|| unavailable(&head.status)));
-    }
-    Codec::Proto.decode(&body)
 }
 
 fn print_result(result: pb::QueryResult) {

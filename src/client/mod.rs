@@ -1,1 +1,244 @@
-//! (in progress)
+//! The psdb client the sidecar uses: `psdb.v1alpha1.Database` calls over
+//! one long-lived connection to a gateway, HTTP/3 when UDP gets through and
+//! HTTP/2 over TLS when it does not.
+//!
+//! - `connector`: the background task that keeps the connection up,
+//!   falls back to HTTP/2 and returns to HTTP/3.
+//! - `call`: one request on the wire (headers, compression, envelopes)
+//!   and the reading of its answer.
+//! - `session`: sessions as the server's opaque bytes.
+//!
+//! The rule that shapes the error handling: a request is sent again on
+//! another connection only if it was never written. Once it may have
+//! reached the gateway, a failure is [`CallError::Lost`] — re-running a
+//! statement the gateway already ran (an `INSERT`, a `COMMIT`) would be
+//! worse than reporting the lost connection.
+
+mod call;
+mod config;
+mod connector;
+mod error;
+mod session;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::time::Instant;
+use tokio_util::sync::{CancellationToken, DropGuard};
+use tracing::debug;
+
+pub use call::{ExecuteStream, Reply};
+pub use config::{Backoff, ClientConfig, ConfigError, TransportPreference};
+pub use connector::Stats;
+pub use error::CallError;
+pub use session::RawSession;
+
+use crate::api::{Method, pb};
+use crate::transport::HttpVersion;
+use crate::transport::client::{ClientError, ResponseStream};
+use call::{Prepared, Wire};
+use connector::{Connector, Counters};
+use session::{CREATE_SESSION_FIELD, SESSION_FIELD, encode_with_session};
+
+/// A psdb client. Cheap to clone: clones share the connection, and many
+/// calls run on it concurrently, one HTTP stream each. The connection is
+/// closed when the last clone is dropped.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    connector: Arc<Connector>,
+    wire: Wire,
+    uri_base: String,
+    /// Stops the supervisor when the last clone goes.
+    _stop: DropGuard,
+}
+
+impl Client {
+    /// Starts connecting in the background and returns at once: a gateway
+    /// that is down delays calls (up to `connect_timeout`), not this. Fails
+    /// only on a configuration that cannot work. Must be called inside a
+    /// tokio runtime.
+    pub fn new(config: ClientConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let counters = Arc::new(Counters::default());
+        let wire = Wire::new(
+            &config.username,
+            &config.password,
+            config.accept_encodings.clone(),
+            config.compress_min_bytes,
+            config.max_message_bytes,
+            counters.clone(),
+        )
+        .map_err(|reason| ConfigError {
+            field: "username",
+            reason,
+        })?;
+        let uri_base = format!("https://{}", config.gateway);
+        if uri_base.parse::<http::Uri>().is_err() {
+            return Err(ConfigError {
+                field: "gateway",
+                reason: format!("{:?} is not a valid authority", config.gateway),
+            });
+        }
+        let connector = Connector::new(config, counters);
+        let stop = CancellationToken::new();
+        tokio::spawn(connector.clone().supervise(stop.clone()));
+        Ok(Self {
+            inner: Arc::new(Inner {
+                connector,
+                wire,
+                uri_base,
+                _stop: stop.drop_guard(),
+            }),
+        })
+    }
+
+    /// The HTTP version new calls use now; `None` while disconnected.
+    pub fn transport(&self) -> Option<HttpVersion> {
+        self.inner.connector.transport()
+    }
+
+    /// Waits (up to `connect_timeout`) until a connection is up.
+    pub async fn ready(&self) -> Result<HttpVersion, CallError> {
+        let deadline = Instant::now() + self.connect_timeout();
+        let live = self.inner.connector.acquire(deadline, None).await?;
+        Ok(live.conn.version())
+    }
+
+    /// Fallback, return, reconnect and compression counters.
+    pub fn stats(&self) -> Stats {
+        self.inner.connector.counters.snapshot()
+    }
+
+    /// `CreateSession`: a fresh session (the gateway also creates one on
+    /// the first `Execute` without a session).
+    pub async fn create_session(&self) -> Result<Reply<pb::CreateSessionResponse>, CallError> {
+        let body = encode_with_session(None, &pb::CreateSessionRequest {});
+        let prepared = self.inner.wire.unary(Method::CreateSession, body);
+        self.unary(prepared, CREATE_SESSION_FIELD).await
+    }
+
+    /// `Execute`: runs `query` in `session` (a new session if `None`) and
+    /// returns the whole result. SQL errors come back in
+    /// `message.error`, with the updated session.
+    pub async fn execute(
+        &self,
+        session: Option<&RawSession>,
+        query: impl Into<String>,
+        bind_variables: HashMap<String, pb::BindVariable>,
+    ) -> Result<Reply<pb::ExecuteResponse>, CallError> {
+        let request = pb::ExecuteRequest {
+            session: None,
+            query: query.into(),
+            bind_variables,
+            prepared: false,
+        };
+        let body = encode_with_session(session, &request);
+        let prepared = self.inner.wire.unary(Method::Execute, body);
+        self.unary(prepared, SESSION_FIELD).await
+    }
+
+    /// `StreamExecute`: like [`Client::execute`], with the result read one
+    /// message at a time. The last message carries the session.
+    pub async fn stream_execute(
+        &self,
+        session: Option<&RawSession>,
+        query: impl Into<String>,
+        bind_variables: HashMap<String, pb::BindVariable>,
+    ) -> Result<ExecuteStream, CallError> {
+        let request = pb::ExecuteRequest {
+            session: None,
+            query: query.into(),
+            bind_variables,
+            prepared: false,
+        };
+        let body = encode_with_session(session, &request);
+        let prepared = self.inner.wire.streaming(Method::StreamExecute, body);
+        let started = Instant::now();
+        let (response, transport) = self.send(&prepared).await?;
+        let stream = self.inner.wire.open_stream(response, transport).await;
+        debug!(
+            version = transport.as_str(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            ok = stream.is_ok(),
+            "StreamExecute opened"
+        );
+        stream
+    }
+
+    /// `Prepare`: the columns and parameter count of `query`, without
+    /// running it.
+    pub async fn prepare(
+        &self,
+        session: Option<&RawSession>,
+        query: impl Into<String>,
+    ) -> Result<Reply<pb::PrepareResponse>, CallError> {
+        let request = pb::PrepareRequest {
+            session: None,
+            query: query.into(),
+            bind_variables: HashMap::new(),
+        };
+        let body = encode_with_session(session, &request);
+        let prepared = self.inner.wire.unary(Method::Prepare, body);
+        self.unary(prepared, SESSION_FIELD).await
+    }
+
+    /// `CloseSession`: ends `session` (rolling back an open transaction)
+    /// and frees its backend connection.
+    pub async fn close_session(
+        &self,
+        session: &RawSession,
+    ) -> Result<Reply<pb::CloseSessionResponse>, CallError> {
+        let body = encode_with_session(Some(session), &pb::CloseSessionRequest { session: None });
+        let prepared = self.inner.wire.unary(Method::CloseSession, body);
+        self.unary(prepared, SESSION_FIELD).await
+    }
+
+    fn connect_timeout(&self) -> std::time::Duration {
+        self.inner.connector.connect_timeout()
+    }
+
+    async fn unary<M: prost::Message + Default>(
+        &self,
+        prepared: Prepared,
+        session_field: u32,
+    ) -> Result<Reply<M>, CallError> {
+        let started = Instant::now();
+        let (response, transport) = self.send(&prepared).await?;
+        self.inner
+            .wire
+            .read_unary(response, session_field, transport, started)
+            .await
+    }
+
+    /// Sends on the current connection; a request that connection never
+    /// took goes to the next one, until `connect_timeout` has passed.
+    async fn send(&self, prepared: &Prepared) -> Result<(ResponseStream, HttpVersion), CallError> {
+        let connector = &self.inner.connector;
+        let deadline = Instant::now() + self.connect_timeout();
+        let mut after = None;
+        loop {
+            let live = connector.acquire(deadline, after).await?;
+            let version = live.conn.version();
+            debug!(
+                method = prepared.method().name(),
+                version = version.as_str(),
+                "request"
+            );
+            match live.conn.send(prepared.build(&self.inner.uri_base)).await {
+                Ok(response) => return Ok((response, version)),
+                Err(ClientError::NotSent(e) | ClientError::Connect(e)) => {
+                    debug!(error = %e, version = version.as_str(), "request not sent; trying the next connection");
+                    connector.report_broken(live.generation);
+                    after = Some(live.generation);
+                }
+                Err(e @ (ClientError::Broken(_) | ClientError::TooLarge(_))) => {
+                    return Err(CallError::Lost(e.to_string()));
+                }
+            }
+        }
+    }
+}

@@ -94,6 +94,10 @@ impl Framed {
         }
     }
 
+    pub fn max_packet(&self) -> usize {
+        self.max_packet
+    }
+
     pub fn set_max_packet(&mut self, max_packet: usize) {
         self.max_packet = max_packet;
     }

@@ -1,6 +1,6 @@
-//! An API client over HTTP/3 or HTTP/2: one long-lived connection that
-//! many concurrent requests share. Used by the tests today and by the
-//! sidecar.
+//! One HTTP/3 or HTTP/2 connection to a gateway that many concurrent
+//! requests share. What goes over it, and which one to use, is decided by
+//! [`crate::client`]; the tests also use it directly.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,9 +11,10 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
 
 use super::HttpVersion;
-use super::quic::{Congestion, transport_config, udp_socket};
+use super::quic::{Congestion, client_transport_config, udp_socket};
 use super::tls::{ALPN_H2, ALPN_H3};
 
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +31,17 @@ pub enum ClientError {
     TooLarge(usize),
 }
 
+/// How a connection notices that its peer is gone.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectOptions {
+    pub congestion: Congestion,
+    /// QUIC PING / HTTP/2 PING interval, sent even while idle.
+    pub keep_alive: Duration,
+    /// HTTP/3: the connection dies after this long without a packet from
+    /// the peer. HTTP/2: how long a PING may go unanswered.
+    pub idle_timeout: Duration,
+}
+
 /// One connection to a gateway.
 #[derive(Clone)]
 pub enum Connection {
@@ -41,22 +53,54 @@ pub enum Connection {
     },
     H2 {
         send: hyper::client::conn::http2::SendRequest<Full<Bytes>>,
+        /// Cancelled when the connection task has ended.
+        done: CancellationToken,
     },
 }
 
-/// A response whose body is read chunk by chunk.
+/// A response whose body is read chunk by chunk. Dropping it before the
+/// end cancels the request's stream, so the server stops producing.
 pub struct ResponseStream {
     pub head: http::response::Parts,
     body: ResponseBody,
+    /// HTTP/3 closes the whole connection when its last `SendRequest` goes:
+    /// a response being read keeps one, so that replacing the connection
+    /// for new requests does not cut the responses still arriving on it.
+    _connection: Option<Connection>,
 }
 
+type H3Stream = h3::client::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+
 enum ResponseBody {
-    H3(Box<h3::client::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>>),
+    H3(Box<H3Exchange>),
     H2(Incoming),
 }
 
+/// An HTTP/3 request stream that is cancelled if it is dropped before its
+/// exchange completed. quinn alone would *finish* a half-written request
+/// body (a truncated request the server might take for a whole one), so
+/// the send side is reset with H3_REQUEST_CANCELLED. The receive side needs
+/// nothing: quinn sends STOP_SENDING (code 0) when a stream that was not
+/// read to its end is dropped. An explicit `stop_sending` with the HTTP/3
+/// code is not possible: h3-quinn 0.0.10 panics on it while a read is
+/// pending.
+struct H3Exchange {
+    stream: H3Stream,
+    request_sent: bool,
+}
+
+impl Drop for H3Exchange {
+    fn drop(&mut self) {
+        if !self.request_sent {
+            self.stream
+                .stop_stream(h3::error::Code::H3_REQUEST_CANCELLED);
+        }
+    }
+}
+
 impl Connection {
-    /// Opens an HTTP/3 connection to `addr`, verifying `server_name`.
+    /// Opens an HTTP/3 connection to `addr`, verifying `server_name`, with
+    /// a 60 s idle timeout (tests and one-shot tools).
     pub async fn connect_h3(
         addr: SocketAddr,
         server_name: &str,
@@ -64,12 +108,33 @@ impl Connection {
         congestion: Congestion,
         keep_alive: Duration,
     ) -> Result<Self, ClientError> {
+        let options = ConnectOptions {
+            congestion,
+            keep_alive,
+            idle_timeout: Duration::from_secs(60),
+        };
+        Self::connect_h3_with(addr, server_name, tls, &options).await
+    }
+
+    /// Opens an HTTP/3 connection to `addr`, verifying `server_name`. It has
+    /// no timeout of its own: a handshake to a black hole waits for the idle
+    /// timeout, so callers bound it.
+    pub async fn connect_h3_with(
+        addr: SocketAddr,
+        server_name: &str,
+        tls: Arc<rustls::ClientConfig>,
+        options: &ConnectOptions,
+    ) -> Result<Self, ClientError> {
         let err = |e: &dyn std::fmt::Display| ClientError::Connect(e.to_string());
         let mut tls = (*tls).clone();
         tls.alpn_protocols = vec![ALPN_H3.to_vec()];
         let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).map_err(|e| err(&e))?;
         let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-        config.transport_config(transport_config(congestion, Some(keep_alive)));
+        config.transport_config(client_transport_config(
+            options.congestion,
+            options.keep_alive,
+            options.idle_timeout,
+        ));
         let bind: SocketAddr = if addr.is_ipv6() {
             "[::]:0".parse().expect("literal")
         } else {
@@ -102,11 +167,28 @@ impl Connection {
         })
     }
 
-    /// Opens an HTTP/2 connection over TLS to `addr`.
+    /// Opens an HTTP/2 connection over TLS to `addr` (hyper's PING
+    /// defaults: 15 s interval, 20 s timeout).
     pub async fn connect_h2(
         addr: SocketAddr,
         server_name: &str,
         tls: Arc<rustls::ClientConfig>,
+    ) -> Result<Self, ClientError> {
+        let options = ConnectOptions {
+            congestion: Congestion::default(),
+            keep_alive: Duration::from_secs(15),
+            idle_timeout: Duration::from_secs(20),
+        };
+        Self::connect_h2_with(addr, server_name, tls, &options).await
+    }
+
+    /// Opens an HTTP/2 connection over TLS to `addr`. TCP's congestion
+    /// controller is the host's; `options.congestion` does not apply.
+    pub async fn connect_h2_with(
+        addr: SocketAddr,
+        server_name: &str,
+        tls: Arc<rustls::ClientConfig>,
+        options: &ConnectOptions,
     ) -> Result<Self, ClientError> {
         let err = |e: &dyn std::fmt::Display| ClientError::Connect(e.to_string());
         let mut tls = (*tls).clone();
@@ -123,14 +205,19 @@ impl Connection {
             .timer(TokioTimer::new())
             .initial_stream_window_size(8 << 20)
             .initial_connection_window_size(32 << 20)
-            .keep_alive_interval(Duration::from_secs(15))
+            .keep_alive_interval(options.keep_alive)
+            .keep_alive_timeout(options.idle_timeout)
+            .keep_alive_while_idle(true)
             .handshake(TokioIo::new(stream))
             .await
             .map_err(|e| err(&e))?;
+        let done = CancellationToken::new();
+        let done_tx = done.clone();
         tokio::spawn(async move {
             let _ = conn.await;
+            done_tx.cancel();
         });
-        Ok(Self::H2 { send })
+        Ok(Self::H2 { send, done })
     }
 
     pub fn version(&self) -> HttpVersion {
@@ -144,7 +231,17 @@ impl Connection {
     pub fn is_open(&self) -> bool {
         match self {
             Self::H3 { conn, .. } => conn.close_reason().is_none(),
-            Self::H2 { send } => !send.is_closed(),
+            Self::H2 { send, done, .. } => !send.is_closed() && !done.is_cancelled(),
+        }
+    }
+
+    /// Resolves when the connection has ended, whatever the reason.
+    pub async fn closed(&self) {
+        match self {
+            Self::H3 { conn, .. } => {
+                conn.closed().await;
+            }
+            Self::H2 { done, .. } => done.cancelled().await,
         }
     }
 
@@ -155,42 +252,53 @@ impl Connection {
             Self::H3 { send, .. } => {
                 let (parts, body) = request.into_parts();
                 let mut send = send.clone();
-                let mut stream = send
+                let stream = send
                     .send_request(http::Request::from_parts(parts, ()))
                     .await
                     .map_err(|e| ClientError::NotSent(e.to_string()))?;
+                // From here on the server may have seen the request.
+                let mut exchange = Box::new(H3Exchange {
+                    stream,
+                    request_sent: false,
+                });
                 let broken = |e: h3::error::StreamError| ClientError::Broken(e.to_string());
                 if !body.is_empty() {
-                    stream.send_data(body).await.map_err(broken)?;
+                    exchange.stream.send_data(body).await.map_err(broken)?;
                 }
-                stream.finish().await.map_err(broken)?;
-                let response = stream.recv_response().await.map_err(broken)?;
+                exchange.stream.finish().await.map_err(broken)?;
+                exchange.request_sent = true;
+                let response = exchange.stream.recv_response().await.map_err(broken)?;
                 let (head, ()) = response.into_parts();
                 Ok(ResponseStream {
                     head,
-                    body: ResponseBody::H3(Box::new(stream)),
+                    body: ResponseBody::H3(exchange),
+                    _connection: Some(self.clone()),
                 })
             }
-            Self::H2 { send } => {
+            Self::H2 { send, .. } => {
                 let mut send = send.clone();
                 send.ready()
                     .await
                     .map_err(|e| ClientError::NotSent(e.to_string()))?;
                 let response = send
-                    .send_request(request.map(Full::new))
+                    .try_send_request(request.map(Full::new))
                     .await
-                    .map_err(|e| {
-                        // hyper hands back requests it never wrote.
-                        if e.is_canceled() {
-                            ClientError::NotSent(e.to_string())
+                    .map_err(|mut e| {
+                        // hyper hands back the requests it never started
+                        // to write; any other failure may have reached the
+                        // server.
+                        if e.take_message().is_some() {
+                            ClientError::NotSent(e.into_error().to_string())
                         } else {
-                            ClientError::Broken(e.to_string())
+                            ClientError::Broken(e.into_error().to_string())
                         }
                     })?;
                 let (head, body) = response.into_parts();
+                // hyper keeps the connection up while a body is unread.
                 Ok(ResponseStream {
                     head,
                     body: ResponseBody::H2(body),
+                    _connection: None,
                 })
             }
         }
@@ -201,7 +309,7 @@ impl ResponseStream {
     /// The next piece of the body; `None` at its end.
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, ClientError> {
         match &mut self.body {
-            ResponseBody::H3(stream) => match stream.recv_data().await {
+            ResponseBody::H3(exchange) => match exchange.stream.recv_data().await {
                 Ok(Some(mut buf)) => Ok(Some(buf.copy_to_bytes(buf.remaining()))),
                 Ok(None) => Ok(None),
                 Err(e) => Err(ClientError::Broken(e.to_string())),

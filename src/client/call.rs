@@ -1,0 +1,489 @@
+//! One call on the wire: the Connect request (headers, compression,
+//! envelope) and the reading of its answer, unary or streamed.
+//!
+//! Only the proto codec is spoken: it is the smaller and cheaper one, and
+//! the session splicing in [`super::session`] works on its bytes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use tokio::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use http::{HeaderMap, HeaderValue, header};
+use prost::Message;
+use tracing::debug;
+
+use crate::api::connect::{FLAG_COMPRESSED, end_stream_error, envelope, take_envelope};
+use crate::api::{ApiError, Code, Codec, Encoding, Framing, Method, pb};
+use crate::transport::HttpVersion;
+use crate::transport::client::{ClientError, ResponseStream};
+
+use super::connector::Counters;
+use super::error::CallError;
+use super::session::{RawSession, SESSION_FIELD, extract_session};
+
+/// Error bodies are small JSON objects; a larger one is not worth reading.
+const MAX_ERROR_BODY: usize = 64 << 10;
+
+/// A decoded reply and the session it carries.
+#[derive(Clone, Debug)]
+pub struct Reply<M> {
+    /// The message as our proto knows it. Its `session` field is a lossy
+    /// copy: send back [`Reply::session`] instead.
+    pub message: M,
+    /// The session exactly as the server sent it, for the next request.
+    pub session: Option<RawSession>,
+    /// Which HTTP version carried the call.
+    pub transport: HttpVersion,
+}
+
+/// A request ready to be sent, and sent again on another connection if
+/// the first one never took it.
+pub(super) struct Prepared {
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Prepared {
+    pub(super) fn build(&self, uri_base: &str) -> http::Request<Bytes> {
+        let mut request = http::Request::new(self.body.clone());
+        *request.method_mut() = http::Method::POST;
+        *request.headers_mut() = self.headers.clone();
+        *request.uri_mut() = format!("{uri_base}{}", self.method.path())
+            .parse()
+            .expect("the authority was validated and the path is a constant");
+        request
+    }
+
+    pub(super) fn method(&self) -> Method {
+        self.method
+    }
+}
+
+/// The per-client wire settings, and what it has learned of the gateway.
+pub(super) struct Wire {
+    authorization: HeaderValue,
+    accept: HeaderValue,
+    offer: Vec<Encoding>,
+    compress_min: usize,
+    max_message: usize,
+    /// Encodings the gateway said it accepts (bit per [`Encoding`]), from
+    /// the `Accept-Encoding` / `Connect-Accept-Encoding` of its last
+    /// answer that had one. Zero until then: requests go uncompressed until
+    /// the gateway has spoken, since a codec it lacks would fail the call.
+    server_accepts: AtomicU8,
+    counters: Arc<Counters>,
+}
+
+fn bit(encoding: Encoding) -> u8 {
+    match encoding {
+        Encoding::Identity => 0,
+        Encoding::Gzip => 1,
+        Encoding::Zstd => 2,
+        Encoding::Snappy => 4,
+    }
+}
+
+impl Wire {
+    pub(super) fn new(
+        username: &str,
+        password: &str,
+        offer: Vec<Encoding>,
+        compress_min: usize,
+        max_message: usize,
+        counters: Arc<Counters>,
+    ) -> Result<Self, String> {
+        use base64::Engine;
+        let credentials =
+            base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
+        let mut authorization = HeaderValue::from_str(&format!("Basic {credentials}"))
+            .map_err(|_| "credentials do not fit in a header".to_string())?;
+        authorization.set_sensitive(true);
+        let names: Vec<&str> = offer.iter().map(|e| e.as_str()).collect();
+        let accept = if names.is_empty() {
+            HeaderValue::from_static("identity")
+        } else {
+            HeaderValue::from_str(&names.join(", ")).expect("encoding names are tokens")
+        };
+        Ok(Self {
+            authorization,
+            accept,
+            offer,
+            compress_min,
+            max_message,
+            server_accepts: AtomicU8::new(0),
+            counters,
+        })
+    }
+
+    /// Our most preferred encoding that the gateway accepts.
+    fn request_encoding(&self) -> Encoding {
+        let accepted = self.server_accepts.load(Ordering::Relaxed);
+        self.offer
+            .iter()
+            .copied()
+            .find(|e| accepted & bit(*e) != 0)
+            .unwrap_or(Encoding::Identity)
+    }
+
+    fn learn(&self, headers: &HeaderMap, framing: Framing) {
+        let name = match framing {
+            Framing::Unary => "accept-encoding",
+            Framing::Streaming => "connect-accept-encoding",
+        };
+        let Some(list) = headers.get(name).and_then(|v| v.to_str().ok()) else {
+            return;
+        };
+        let accepted = list
+            .split(',')
+            .filter_map(|item| Encoding::from_name(item.split(';').next().unwrap_or("")))
+            .fold(0, |bits, e| bits | bit(e));
+        self.server_accepts.store(accepted, Ordering::Relaxed);
+    }
+
+    fn base_headers(&self, framing: Framing) -> HeaderMap {
+        let mut headers = HeaderMap::with_capacity(6);
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(Codec::Proto.content_type(framing)),
+        );
+        headers.insert(header::AUTHORIZATION, self.authorization.clone());
+        headers.insert("connect-protocol-version", HeaderValue::from_static("1"));
+        let accept = match framing {
+            Framing::Unary => header::ACCEPT_ENCODING,
+            Framing::Streaming => http::HeaderName::from_static("connect-accept-encoding"),
+        };
+        headers.insert(accept, self.accept.clone());
+        headers
+    }
+
+    /// A unary request: the bare message, compressed as a whole.
+    pub(super) fn unary(&self, method: Method, message: Bytes) -> Prepared {
+        let mut headers = self.base_headers(Framing::Unary);
+        let (body, encoding) = self.maybe_compress(message);
+        if encoding != Encoding::Identity {
+            headers.insert(
+                header::CONTENT_ENCODING,
+                HeaderValue::from_static(encoding.as_str()),
+            );
+        }
+        Prepared {
+            method,
+            headers,
+            body,
+        }
+    }
+
+    /// A server-streaming request: one envelope, compressed per message.
+    pub(super) fn streaming(&self, method: Method, message: Bytes) -> Prepared {
+        let mut headers = self.base_headers(Framing::Streaming);
+        let (payload, encoding) = self.maybe_compress(message);
+        let mut flags = 0;
+        if encoding != Encoding::Identity {
+            flags = FLAG_COMPRESSED;
+            headers.insert(
+                "connect-content-encoding",
+                HeaderValue::from_static(encoding.as_str()),
+            );
+        }
+        Prepared {
+            method,
+            headers,
+            body: envelope(flags, &payload),
+        }
+    }
+
+    fn maybe_compress(&self, message: Bytes) -> (Bytes, Encoding) {
+        let encoding = self.request_encoding();
+        if encoding == Encoding::Identity || message.len() < self.compress_min {
+            return (message, Encoding::Identity);
+        }
+        let packed = encoding.compress(&message);
+        if packed.len() >= message.len() {
+            return (message, Encoding::Identity);
+        }
+        self.counters.compressed_request();
+        (packed, encoding)
+    }
+
+    /// Reads a unary answer into `M` and the session at `session_field`.
+    pub(super) async fn read_unary<M: Message + Default>(
+        &self,
+        response: ResponseStream,
+        session_field: u32,
+        transport: HttpVersion,
+        started: Instant,
+    ) -> Result<Reply<M>, CallError> {
+        if response.head.status != http::StatusCode::OK {
+            return Err(self.read_error(response).await);
+        }
+        self.learn(&response.head.headers, Framing::Unary);
+        let (head, body) = response
+            .collect(self.max_message)
+            .await
+            .map_err(body_error)?;
+        check_content_type(&head.headers, Framing::Unary)?;
+        let encoding = response_encoding(&head.headers, header::CONTENT_ENCODING.as_str())?;
+        let wire_len = body.len();
+        if encoding != Encoding::Identity {
+            self.counters.compressed_response();
+        }
+        let body = self.decompress(encoding, body)?;
+        let message = M::decode(&body[..])
+            .map_err(|e| CallError::Protocol(format!("undecodable response: {e}")))?;
+        let session = extract_session(&body, session_field).map_err(CallError::Protocol)?;
+        debug!(
+            version = transport.as_str(),
+            wire_len,
+            len = body.len(),
+            encoding = encoding.as_str(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "reply"
+        );
+        Ok(Reply {
+            message,
+            session,
+            transport,
+        })
+    }
+
+    /// A non-200 answer: the Connect error in its JSON body, or one
+    /// inferred from the status.
+    async fn read_error(&self, response: ResponseStream) -> CallError {
+        let status = response.head.status;
+        let inferred = || {
+            ApiError::new(
+                Code::from_http_status(status.as_u16()),
+                format!("HTTP status {status}"),
+            )
+        };
+        let encoding = response_encoding(&response.head.headers, header::CONTENT_ENCODING.as_str())
+            .unwrap_or(Encoding::Identity);
+        let error = match response.collect(MAX_ERROR_BODY).await {
+            Ok((_, body)) => encoding
+                .decompress(body, MAX_ERROR_BODY)
+                .ok()
+                .and_then(|body| ApiError::from_json(&body))
+                .unwrap_or_else(inferred),
+            Err(ClientError::TooLarge(_)) => inferred(),
+            Err(e) => return body_error(e),
+        };
+        debug!(
+            status = status.as_u16(),
+            code = error.code.as_str(),
+            "error reply"
+        );
+        CallError::Api(error)
+    }
+
+    /// Checks a streaming answer's head and wraps its body.
+    pub(super) async fn open_stream(
+        &self,
+        response: ResponseStream,
+        transport: HttpVersion,
+    ) -> Result<ExecuteStream, CallError> {
+        if response.head.status != http::StatusCode::OK {
+            return Err(self.read_error(response).await);
+        }
+        self.learn(&response.head.headers, Framing::Streaming);
+        check_content_type(&response.head.headers, Framing::Streaming)?;
+        let encoding = response_encoding(&response.head.headers, "connect-content-encoding")?;
+        Ok(ExecuteStream {
+            response,
+            buf: BytesMut::new(),
+            encoding,
+            limit: self.max_message,
+            transport,
+            done: false,
+            counters: self.counters.clone(),
+        })
+    }
+
+    fn decompress(&self, encoding: Encoding, body: Bytes) -> Result<Bytes, CallError> {
+        decompress(encoding, body, self.max_message)
+    }
+}
+
+fn decompress(encoding: Encoding, body: Bytes, limit: usize) -> Result<Bytes, CallError> {
+    encoding.decompress(body, limit).map_err(|e| match e.code {
+        Code::ResourceExhausted => CallError::TooLarge { limit },
+        _ => CallError::Protocol(e.message),
+    })
+}
+
+/// A failure while reading a response body: the request went out.
+fn body_error(e: ClientError) -> CallError {
+    match e {
+        ClientError::TooLarge(limit) => CallError::TooLarge { limit },
+        other => CallError::Lost(other.to_string()),
+    }
+}
+
+fn check_content_type(headers: &HeaderMap, framing: Framing) -> Result<(), CallError> {
+    let value = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    match Codec::from_content_type(value) {
+        Some((Codec::Proto, f)) if f == framing => Ok(()),
+        _ => Err(CallError::Protocol(format!(
+            "unexpected content type {value:?}"
+        ))),
+    }
+}
+
+fn response_encoding(headers: &HeaderMap, name: &str) -> Result<Encoding, CallError> {
+    let value = headers.get(name).map(|v| v.to_str().unwrap_or("?"));
+    Encoding::from_header(value).map_err(|e| CallError::Protocol(e.message))
+}
+
+/// The messages of a `StreamExecute`, read one envelope at a time: memory
+/// stays at one message however large the result. Dropping it before the
+/// end cancels the HTTP stream (HTTP/3 STOP_SENDING, HTTP/2 RST_STREAM),
+/// so the gateway stops reading the result.
+pub struct ExecuteStream {
+    response: ResponseStream,
+    buf: BytesMut,
+    encoding: Encoding,
+    limit: usize,
+    transport: HttpVersion,
+    done: bool,
+    counters: Arc<Counters>,
+}
+
+impl ExecuteStream {
+    /// The next message; `Ok(None)` after the gateway's clean end of
+    /// stream. An error (including an end-of-stream error, as
+    /// [`CallError::Api`]) ends the stream: later calls return `Ok(None)`.
+    pub async fn next(&mut self) -> Result<Option<Reply<pb::ExecuteResponse>>, CallError> {
+        if self.done {
+            return Ok(None);
+        }
+        let result = self.read().await;
+        if !matches!(result, Ok(Some(_))) {
+            self.done = true;
+        }
+        result
+    }
+
+    /// Which HTTP version carries the stream.
+    pub fn transport(&self) -> HttpVersion {
+        self.transport
+    }
+
+    async fn read(&mut self) -> Result<Option<Reply<pb::ExecuteResponse>>, CallError> {
+        loop {
+            let taken = take_envelope(&mut self.buf, self.limit).map_err(|e| match e.code {
+                Code::ResourceExhausted => CallError::TooLarge { limit: self.limit },
+                _ => CallError::Protocol(e.message),
+            })?;
+            if let Some(env) = taken {
+                let end_stream = env.is_end_stream();
+                let payload = if env.is_compressed() {
+                    if self.encoding == Encoding::Identity {
+                        return Err(CallError::Protocol(
+                            "compressed message without Connect-Content-Encoding".into(),
+                        ));
+                    }
+                    self.counters.compressed_response();
+                    decompress(self.encoding, env.payload, self.limit)?
+                } else {
+                    env.payload
+                };
+                if end_stream {
+                    return match end_stream_error(&payload) {
+                        Some(error) => Err(CallError::Api(error)),
+                        None => Ok(None),
+                    };
+                }
+                let message = pb::ExecuteResponse::decode(&payload[..])
+                    .map_err(|e| CallError::Protocol(format!("undecodable message: {e}")))?;
+                let session =
+                    extract_session(&payload, SESSION_FIELD).map_err(CallError::Protocol)?;
+                return Ok(Some(Reply {
+                    message,
+                    session,
+                    transport: self.transport,
+                }));
+            }
+            match self.response.chunk().await {
+                Ok(Some(chunk)) => self.buf.extend_from_slice(&chunk),
+                Ok(None) => {
+                    return Err(CallError::Lost(
+                        "the stream ended without an end-of-stream message".into(),
+                    ));
+                }
+                Err(e) => return Err(body_error(e)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wire(offer: Vec<Encoding>) -> Wire {
+        Wire::new("u", "p", offer, 100, 1 << 20, Arc::new(Counters::default())).unwrap()
+    }
+
+    fn accepting(name: &'static str, value: &'static str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(name, HeaderValue::from_static(value));
+        headers
+    }
+
+    #[test]
+    fn compresses_only_once_the_gateway_accepts_a_codec_we_offer() {
+        let w = wire(vec![Encoding::Zstd, Encoding::Snappy]);
+        let big = Bytes::from(vec![b'a'; 1000]);
+        let request = w.unary(Method::Execute, big.clone());
+        assert_eq!(request.headers.get(header::CONTENT_ENCODING), None);
+        assert_eq!(request.headers[header::ACCEPT_ENCODING], "zstd, snappy");
+        assert_eq!(request.body, big, "nothing learned yet: identity");
+
+        w.learn(
+            &accepting("accept-encoding", "gzip, snappy"),
+            Framing::Unary,
+        );
+        let request = w.unary(Method::Execute, big.clone());
+        assert_eq!(request.headers[header::CONTENT_ENCODING], "snappy");
+        assert_eq!(
+            Encoding::Snappy
+                .decompress(request.body.clone(), 1 << 20)
+                .unwrap(),
+            big
+        );
+        // Small bodies stay as they are.
+        let small = w.unary(Method::Execute, Bytes::from_static(b"tiny"));
+        assert_eq!(small.headers.get(header::CONTENT_ENCODING), None);
+
+        // The streaming header counts for streams, and zstd is preferred.
+        w.learn(
+            &accepting("connect-accept-encoding", "snappy, zstd"),
+            Framing::Streaming,
+        );
+        let request = w.streaming(Method::StreamExecute, big.clone());
+        assert_eq!(request.headers["connect-content-encoding"], "zstd");
+        assert_eq!(request.headers["connect-accept-encoding"], "zstd, snappy");
+        assert_eq!(request.body[0], FLAG_COMPRESSED);
+        assert_eq!(w.counters.snapshot().compressed_requests, 2);
+        let built = request.build("https://gw:443");
+        assert_eq!(
+            built.uri(),
+            "https://gw:443/psdb.v1alpha1.Database/StreamExecute"
+        );
+        assert!(built.headers()[header::AUTHORIZATION].is_sensitive());
+    }
+
+    #[test]
+    fn a_codec_we_do_not_offer_is_never_sent() {
+        let w = wire(vec![Encoding::Snappy]);
+        w.learn(&accepting("accept-encoding", "zstd, gzip"), Framing::Unary);
+        let request = w.unary(Method::Execute, Bytes::from(vec![0u8; 1000]));
+        assert_eq!(request.headers.get(header::CONTENT_ENCODING), None);
+        let request = w.streaming(Method::StreamExecute, Bytes::from(vec![0u8; 1000]));
+        assert_eq!(request.body[0], 0, "envelope not flagged");
+    }
+}

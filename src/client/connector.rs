@@ -1,0 +1,352 @@
+//! The one connection to the gateway, kept up by a background task.
+//!
+//! The supervisor connects (HTTP/3 first in `auto`, HTTP/2 if the QUIC
+//! handshake does not complete in time), publishes the connection for
+//! requests to share, watches it, and replaces it when it dies or when a
+//! request finds it unusable. On HTTP/2 in `auto` it keeps probing HTTP/3
+//! and switches new requests over when a probe succeeds; requests already
+//! on HTTP/2 finish there, and the HTTP/2 connection closes when the last of
+//! them lets go of it.
+//!
+//! Requests never wait on the supervisor itself: they wait (bounded by
+//! `connect_timeout`) for a published connection in a `watch` channel.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::{Instant, timeout, timeout_at};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::transport::HttpVersion;
+use crate::transport::client::{ConnectOptions, Connection};
+
+use super::config::{ClientConfig, TransportPreference, jitter_between};
+use super::error::CallError;
+
+/// Event counters, for metrics and tests.
+#[derive(Debug, Default)]
+pub(super) struct Counters {
+    fallbacks: AtomicU64,
+    returns: AtomicU64,
+    reconnects: AtomicU64,
+    compressed_requests: AtomicU64,
+    compressed_responses: AtomicU64,
+}
+
+impl Counters {
+    pub(super) fn compressed_request(&self) {
+        self.compressed_requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn compressed_response(&self) {
+        self.compressed_responses.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn snapshot(&self) -> Stats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        Stats {
+            fallbacks: get(&self.fallbacks),
+            returns: get(&self.returns),
+            reconnects: get(&self.reconnects),
+            compressed_requests: get(&self.compressed_requests),
+            compressed_responses: get(&self.compressed_responses),
+        }
+    }
+}
+
+/// Counters since the client was created.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Times `auto` settled on HTTP/2 because HTTP/3 did not connect
+    /// (at start, or after an HTTP/3 connection died).
+    pub fallbacks: u64,
+    /// Times a background probe moved `auto` from HTTP/2 back to HTTP/3.
+    pub returns: u64,
+    /// Connections established after a previous one was lost.
+    pub reconnects: u64,
+    /// Request bodies sent compressed.
+    pub compressed_requests: u64,
+    /// Response bodies (or stream messages) received compressed.
+    pub compressed_responses: u64,
+}
+
+/// A published connection. The generation tells one connection from the
+/// next, so a request that failed on one can wait for a newer one.
+#[derive(Clone)]
+pub(super) struct Live {
+    pub conn: Connection,
+    pub generation: u64,
+}
+
+/// State shared by the supervisor and the requests.
+pub(super) struct Connector {
+    config: ClientConfig,
+    current: watch::Sender<Option<Live>>,
+    /// The highest generation a request found unusable.
+    broken: watch::Sender<u64>,
+    last_error: Mutex<Option<String>>,
+    pub(super) counters: Arc<Counters>,
+}
+
+impl Connector {
+    pub(super) fn new(config: ClientConfig, counters: Arc<Counters>) -> Arc<Self> {
+        Arc::new(Self {
+            config,
+            current: watch::Sender::new(None),
+            broken: watch::Sender::new(0),
+            last_error: Mutex::new(None),
+            counters,
+        })
+    }
+
+    pub(super) fn connect_timeout(&self) -> Duration {
+        self.config.connect_timeout
+    }
+
+    /// The HTTP version of the current connection, if one is up.
+    pub(super) fn transport(&self) -> Option<HttpVersion> {
+        self.current
+            .borrow()
+            .as_ref()
+            .filter(|live| live.conn.is_open())
+            .map(|live| live.conn.version())
+    }
+
+    /// Waits until `deadline` for an open connection newer than `after`.
+    pub(super) async fn acquire(
+        &self,
+        deadline: Instant,
+        after: Option<u64>,
+    ) -> Result<Live, CallError> {
+        let mut rx = self.current.subscribe();
+        let usable = |state: &Option<Live>| {
+            state.as_ref().is_some_and(|live| {
+                live.conn.is_open() && after.is_none_or(|g| live.generation > g)
+            })
+        };
+        match timeout_at(deadline, rx.wait_for(usable)).await {
+            Ok(Ok(state)) => Ok(state.clone().expect("usable() checked it")),
+            // Timed out, or the supervisor is gone (cannot happen while a
+            // Client exists, but is no reason to panic).
+            _ => Err(CallError::Unavailable {
+                waited: self.config.connect_timeout,
+                last_error: self.last_error.lock().ok().and_then(|e| e.clone()),
+            }),
+        }
+    }
+
+    /// A request could not use connection `generation`: replace it.
+    pub(super) fn report_broken(&self, generation: u64) {
+        self.broken.send_if_modified(|g| {
+            let newer = generation > *g;
+            if newer {
+                *g = generation;
+            }
+            newer
+        });
+    }
+
+    fn set_last_error(&self, error: String) {
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = Some(error);
+        }
+    }
+
+    fn options(&self) -> ConnectOptions {
+        ConnectOptions {
+            congestion: self.config.congestion,
+            keep_alive: self.config.keep_alive,
+            idle_timeout: self.config.idle_timeout,
+        }
+    }
+
+    /// Resolves the gateway's name afresh.
+    async fn resolve(&self) -> Result<Vec<SocketAddr>, String> {
+        let gateway = self.config.gateway.as_str();
+        let addrs: Vec<SocketAddr> = timeout(
+            self.config.connect_timeout,
+            tokio::net::lookup_host(gateway),
+        )
+        .await
+        .map_err(|_| format!("resolving {gateway}: timed out"))?
+        .map_err(|e| format!("resolving {gateway}: {e}"))?
+        .collect();
+        if addrs.is_empty() {
+            return Err(format!("{gateway} has no address"));
+        }
+        Ok(addrs)
+    }
+
+    /// One HTTP/3 handshake to the first address, bounded by `limit`.
+    async fn connect_h3(&self, limit: Duration) -> Result<Connection, String> {
+        let addr = self.resolve().await?[0];
+        let options = self.options();
+        let attempt = Connection::connect_h3_with(
+            addr,
+            &self.config.server_name,
+            self.config.tls.clone(),
+            &options,
+        );
+        match timeout(limit, attempt).await {
+            Ok(Ok(conn)) => Ok(conn),
+            Ok(Err(e)) => Err(format!("HTTP/3 to {addr}: {e}")),
+            Err(_) => Err(format!("HTTP/3 to {addr}: no handshake within {limit:?}")),
+        }
+    }
+
+    /// HTTP/2 to each address in turn, each bounded by `connect_timeout`.
+    async fn connect_h2(&self) -> Result<Connection, String> {
+        let mut last = String::new();
+        let options = self.options();
+        for addr in self.resolve().await? {
+            let attempt = Connection::connect_h2_with(
+                addr,
+                &self.config.server_name,
+                self.config.tls.clone(),
+                &options,
+            );
+            match timeout(self.config.connect_timeout, attempt).await {
+                Ok(Ok(conn)) => return Ok(conn),
+                Ok(Err(e)) => last = format!("HTTP/2 to {addr}: {e}"),
+                Err(_) => last = format!("HTTP/2 to {addr}: timed out"),
+            }
+        }
+        Err(last)
+    }
+
+    /// One round of connection attempts, as the preference says.
+    async fn establish(&self) -> Result<Connection, String> {
+        match self.config.transport {
+            TransportPreference::Http2 => self.connect_h2().await,
+            TransportPreference::Http3 => {
+                let limit = self
+                    .config
+                    .connect_timeout
+                    .max(self.config.h3_handshake_timeout);
+                self.connect_h3(limit).await
+            }
+            TransportPreference::Auto => {
+                let h3_error = match self.connect_h3(self.config.h3_handshake_timeout).await {
+                    Ok(conn) => return Ok(conn),
+                    Err(e) => e,
+                };
+                match self.connect_h2().await {
+                    Ok(conn) => {
+                        self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
+                        warn!(reason = %h3_error, "HTTP/3 unavailable, using HTTP/2");
+                        Ok(conn)
+                    }
+                    Err(h2_error) => Err(format!("{h3_error}; {h2_error}")),
+                }
+            }
+        }
+    }
+
+    fn publish(&self, conn: Connection, generation: &mut u64) -> Live {
+        *generation += 1;
+        let live = Live {
+            conn,
+            generation: *generation,
+        };
+        self.current.send_replace(Some(live.clone()));
+        live
+    }
+
+    /// Keeps a connection up until `stop` is cancelled.
+    pub(super) async fn supervise(self: Arc<Self>, stop: CancellationToken) {
+        let mut generation = 0;
+        let mut failures = 0u32;
+        let mut ever_connected = false;
+        loop {
+            let attempt = tokio::select! {
+                () = stop.cancelled() => return,
+                r = self.establish() => r,
+            };
+            let conn = match attempt {
+                Ok(conn) => conn,
+                Err(e) => {
+                    let delay = self.config.reconnect_backoff.delay(failures);
+                    failures = failures.saturating_add(1);
+                    debug!(error = %e, ?delay, "gateway connection attempt failed");
+                    if failures == 1 || failures.is_multiple_of(10) {
+                        warn!(error = %e, failures, "cannot reach the gateway");
+                    }
+                    self.set_last_error(e);
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        () = tokio::time::sleep(delay) => continue,
+                    }
+                }
+            };
+            if ever_connected {
+                self.counters.reconnects.fetch_add(1, Ordering::Relaxed);
+            }
+            ever_connected = true;
+            failures = 0;
+            let version = conn.version();
+            info!(version = version.as_str(), gateway = %self.config.gateway, "connected to the gateway");
+            let live = self.publish(conn, &mut generation);
+            if !self.hold(live, &mut generation, &stop).await {
+                self.current.send_replace(None);
+                return;
+            }
+            // Lost: stop handing it out, and do not reconnect in lockstep
+            // with every other client of a gateway that just restarted.
+            self.current.send_replace(None);
+            let delay = jitter_between(Duration::ZERO, self.config.reconnect_backoff.min);
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+    }
+
+    /// Watches the published connection (switching HTTP/2 to HTTP/3 when a
+    /// probe succeeds) until it is lost (`true`) or the client is gone
+    /// (`false`).
+    async fn hold(&self, mut live: Live, generation: &mut u64, stop: &CancellationToken) -> bool {
+        let mut broken = self.broken.subscribe();
+        loop {
+            let probing = self.config.transport == TransportPreference::Auto
+                && live.conn.version() == HttpVersion::Http2;
+            let probe = async {
+                if !probing {
+                    return std::future::pending().await;
+                }
+                let interval = self.config.probe_interval;
+                tokio::time::sleep(jitter_between(interval / 2, interval * 3 / 2)).await;
+                self.connect_h3(self.config.h3_handshake_timeout).await
+            };
+            let current = live.generation;
+            tokio::select! {
+                () = stop.cancelled() => return false,
+                () = live.conn.closed() => {
+                    info!(version = live.conn.version().as_str(), "gateway connection lost");
+                    self.set_last_error("the connection was lost".into());
+                    return true;
+                }
+                _ = broken.wait_for(|g| *g >= current) => {
+                    // Not closed: it may only refuse new streams (GOAWAY)
+                    // while finishing those in flight, which hold their
+                    // own handles to it.
+                    info!(version = live.conn.version().as_str(), "gateway connection refuses requests, replacing it");
+                    return true;
+                }
+                probed = probe => match probed {
+                    Ok(h3) => {
+                        self.counters.returns.fetch_add(1, Ordering::Relaxed);
+                        info!("HTTP/3 reachable again; new requests use it");
+                        // In-flight HTTP/2 requests keep their own handle;
+                        // the connection closes after the last one.
+                        live = self.publish(h3, generation);
+                    }
+                    Err(e) => debug!(error = %e, "HTTP/3 probe failed"),
+                },
+            }
+        }
+    }
+}

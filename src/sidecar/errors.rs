@@ -1,0 +1,115 @@
+//! Every error the sidecar itself sends a client, in one place: MySQL
+//! error numbers and SQLSTATEs chosen so that drivers and pools react as
+//! they would to a MySQL server.
+
+use crate::api::Code;
+use crate::client::CallError;
+use crate::mysql::packet::PacketError;
+use crate::translate::errors::MysqlError;
+
+fn error(code: u16, state: &str, message: impl Into<String>) -> MysqlError {
+    MysqlError {
+        code,
+        state: state.into(),
+        message: message.into(),
+    }
+}
+
+/// ER_NET_PACKET_TOO_LARGE; the connection closes after it.
+pub fn packet_too_large(e: &PacketError) -> MysqlError {
+    error(1153, "08S01", format!("Got a packet bigger than 'max_allowed_packet' bytes ({e})"))
+}
+
+/// ER_UNKNOWN_COM_ERROR: never a blind OK for what is not implemented.
+pub fn unknown_command(name: &str) -> MysqlError {
+    error(1047, "08S01", format!("Unknown command: {name} is not supported by the myquic sidecar"))
+}
+
+/// ER_UNKNOWN_STMT_HANDLER.
+pub fn unknown_statement(id: u32, operation: &str) -> MysqlError {
+    error(
+        1243,
+        "HY000",
+        format!("Unknown prepared statement handler ({id}) given to {operation}"),
+    )
+}
+
+/// ER_STMT_HAS_NO_OPEN_CURSOR.
+pub fn no_cursor() -> MysqlError {
+    error(1421, "HY000", "The statement has no open cursor.")
+}
+
+/// ER_PS_MANY_PARAM.
+pub fn too_many_placeholders() -> MysqlError {
+    error(1390, "HY000", "Prepared statement contains too many placeholders")
+}
+
+/// ER_NO_SUCH_THREAD.
+pub fn unknown_thread(id: u64) -> MysqlError {
+    error(1094, "HY000", format!("Unknown thread id: {id}"))
+}
+
+/// ER_QUERY_INTERRUPTED, for a statement cancelled by `KILL QUERY`.
+pub fn interrupted() -> MysqlError {
+    error(1317, "70100", "Query execution was interrupted")
+}
+
+/// ER_PARSE_ERROR, as a server without multi-statements answers.
+pub fn multi_statements_disabled() -> MysqlError {
+    error(
+        1064,
+        "42000",
+        "You have an error in your SQL syntax: this connection did not enable multi-statements (CLIENT_MULTI_STATEMENTS), so only one statement may be sent at a time",
+    )
+}
+
+/// Whether the gateway reports that the session's transaction is gone
+/// (errno 1927, ER_CONNECTION_KILLED): the client must not go on as if it
+/// were still inside it.
+pub fn is_session_lost(e: &MysqlError) -> bool {
+    e.code == 1927
+}
+
+/// Whether a failed call leaves the client connection unusable.
+pub fn call_ends_session(e: &CallError) -> bool {
+    match e {
+        CallError::Api(api) => matches!(api.code, Code::PermissionDenied | Code::Unauthenticated),
+        CallError::Unavailable(_) => false,
+        _ => true,
+    }
+}
+
+/// A request that failed as a whole, as the client's error.
+pub fn from_call(e: &CallError, in_transaction: bool) -> MysqlError {
+    match e {
+        CallError::Unavailable(detail) => error(
+            2013,
+            "HY000",
+            format!("Lost connection to MySQL server: the gateway is unreachable ({detail}); the statement was not sent"),
+        ),
+        CallError::Lost(detail) => error(
+            2013,
+            "HY000",
+            format!(
+                "Lost connection to MySQL server during query: the connection to the gateway failed ({detail}); the statement may have executed{}",
+                if in_transaction { " and the transaction is rolled back" } else { "" }
+            ),
+        ),
+        CallError::Api(api) => match api.code {
+            Code::Unauthenticated => error(
+                1045,
+                "28000",
+                format!("Access denied: the gateway refused the sidecar's credential ({})", api.message),
+            ),
+            Code::ResourceExhausted => error(1040, "08004", format!("Too many connections: {}", api.message)),
+            Code::PermissionDenied => error(
+                2013,
+                "HY000",
+                format!("Lost connection to MySQL server: the gateway no longer knows this session ({}){}", api.message,
+                    if in_transaction { "; the transaction is rolled back" } else { "" }),
+            ),
+            _ => error(1105, "HY000", format!("gateway: {}", api.message)),
+        },
+        other => error(2013, "HY000", format!("Lost connection to MySQL server: {other}")),
+    }
+}

@@ -1,0 +1,592 @@
+//! The sidecar's psdb client through real parts: a private MariaDB, the
+//! gateway in-process, and — where the network has to misbehave — a relay
+//! in between that forwards TCP and UDP on one port and can black-hole
+//! UDP or cut every connection.
+
+mod common;
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::*;
+use myquic::api::pb::{self, BindVariable, Type};
+use myquic::api::{Code, Encoding};
+use myquic::client::{CallError, Client, ClientConfig, RawSession, TransportPreference};
+use myquic::transport::HttpVersion;
+use myquic::transport::tls;
+use prost::Message;
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::task::JoinHandle;
+
+use TransportPreference::{Auto, Http2, Http3};
+
+fn client_config(addr: SocketAddr, cert: &Path, transport: TransportPreference) -> ClientConfig {
+    tls::install_crypto_provider();
+    let roots = tls::roots_from_pem(cert).unwrap();
+    let tls = tls::client_config(roots, &[]).unwrap();
+    let mut config = ClientConfig::new(addr.to_string(), "localhost", tls, USER, PASSWORD);
+    config.transport = transport;
+    config.probe_interval = Duration::from_millis(400);
+    config
+}
+
+fn client(addr: SocketAddr, cert: &Path, transport: TransportPreference) -> Client {
+    Client::new(client_config(addr, cert, transport)).unwrap()
+}
+
+fn no_binds() -> HashMap<String, BindVariable> {
+    HashMap::new()
+}
+
+async fn execute(
+    client: &Client,
+    session: Option<&RawSession>,
+    sql: &str,
+) -> myquic::client::Reply<pb::ExecuteResponse> {
+    let reply = client
+        .execute(session, sql, no_binds())
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    assert!(
+        reply.message.error.is_none(),
+        "{sql}: {:?}",
+        reply.message.error
+    );
+    reply
+}
+
+async fn wait_for_transport(client: &Client, want: HttpVersion, within: Duration) -> Duration {
+    let start = Instant::now();
+    while client.transport() != Some(want) {
+        assert!(
+            start.elapsed() < within,
+            "still on {:?} after {within:?}, wanted {want:?}",
+            client.transport()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    start.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_method_over_each_transport() {
+    // Small stream messages, so that a modest result spans several.
+    let stack = Stack::start_with(|c| c.limits.stream_message_bytes = 1024).await;
+    for (preference, version) in [
+        (Http3, HttpVersion::Http3),
+        (Http2, HttpVersion::Http2),
+        (Auto, HttpVersion::Http3),
+    ] {
+        let client = client(stack.addr(), &stack.cert, preference);
+        assert_eq!(client.ready().await.unwrap(), version, "{preference:?}");
+
+        let created = client.create_session().await.unwrap();
+        assert_eq!(created.transport, version);
+        assert_eq!(created.message.user.unwrap().username, USER);
+        let session = created.session.expect("CreateSession returns a session");
+        assert!(session.autocommit() && !session.in_transaction());
+
+        let binds = HashMap::from([(
+            "v1".to_string(),
+            BindVariable {
+                r#type: Type::Int64 as i32,
+                value: Bytes::from_static(b"41"),
+                values: vec![],
+            },
+        )]);
+        let reply = client
+            .execute(Some(&session), "SELECT ? + 1 AS answer", binds)
+            .await
+            .unwrap();
+        assert_eq!(reply.transport, version);
+        assert_eq!(scalar(&reply.message).as_deref(), Some("42"));
+        let session = reply.session.unwrap();
+        assert_eq!(
+            session.view().vitess_session.as_ref().unwrap().session_uuid,
+            created
+                .message
+                .session
+                .unwrap()
+                .vitess_session
+                .unwrap()
+                .session_uuid,
+            "the same session"
+        );
+
+        // A SQL error is a successful call carrying the error.
+        let reply = client
+            .execute(Some(&session), "SELECT * FROM nope", no_binds())
+            .await
+            .unwrap();
+        assert!(
+            reply.message.error.unwrap().message.contains("errno 1146"),
+            "{preference:?}"
+        );
+
+        let mut stream = client
+            .stream_execute(
+                Some(&session),
+                "SELECT seq, REPEAT('r', 100) FROM seq_1_to_100",
+                no_binds(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(stream.transport(), version);
+        let (mut messages, mut rows, mut last_session) = (0, 0, None);
+        while let Some(reply) = stream.next().await.unwrap() {
+            messages += 1;
+            if let Some(result) = &reply.message.result {
+                rows += result.rows.len();
+            }
+            last_session = reply.session.or(last_session);
+        }
+        assert_eq!(rows, 100);
+        assert!(messages > 5, "several messages ({messages})");
+        assert!(last_session.is_some(), "the stream ends with the session");
+        assert!(stream.next().await.unwrap().is_none(), "fused");
+
+        let prepared = client
+            .prepare(
+                Some(&session),
+                "SELECT seq, ? FROM seq_1_to_3 WHERE seq > ?",
+            )
+            .await
+            .unwrap();
+        assert_eq!(prepared.message.params_count, 2);
+        assert_eq!(prepared.message.fields[0].name, "seq");
+        assert!(prepared.session.is_some());
+
+        let closed = client.close_session(&session).await.unwrap();
+        assert!(closed.message.error.is_none());
+    }
+
+    let client = client(stack.addr(), &stack.cert, Auto);
+    // Connect errors from the gateway, unary and streamed.
+    let forged = RawSession::from_bytes(
+        pb::Session {
+            signature: Bytes::from_static(&[0; 32]),
+            vitess_session: Some(pb::VitessSession {
+                session_uuid: "forged".into(),
+                ..Default::default()
+            }),
+        }
+        .encode_to_vec()
+        .into(),
+    )
+    .unwrap();
+    match client.execute(Some(&forged), "SELECT 1", no_binds()).await {
+        Err(CallError::Api(e)) => assert_eq!(e.code, Code::PermissionDenied),
+        other => panic!("{other:?}"),
+    }
+    let mut stream = client
+        .stream_execute(Some(&forged), "SELECT 1", no_binds())
+        .await
+        .unwrap();
+    match stream.next().await {
+        Err(CallError::Api(e)) => assert_eq!(e.code, Code::PermissionDenied),
+        other => panic!("{:?}", other.map(|r| r.map(|r| r.message))),
+    }
+    let mut config = client_config(stack.addr(), &stack.cert, Auto);
+    config.password = "wrong".into();
+    let intruder = Client::new(config).unwrap();
+    match intruder.execute(None, "SELECT 1", no_binds()).await {
+        Err(CallError::Api(e)) => assert_eq!(e.code, Code::Unauthenticated),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn compression_both_ways() {
+    let stack = Stack::start().await;
+    for (encodings, transport) in [
+        (vec![Encoding::Zstd, Encoding::Snappy], Http3),
+        (vec![Encoding::Snappy], Http2),
+    ] {
+        let mut config = client_config(stack.addr(), &stack.cert, transport);
+        config.accept_encodings = encodings.clone();
+        let client = Client::new(config).unwrap();
+        // The first answer tells the client what the gateway accepts; until
+        // then requests go uncompressed.
+        execute(&client, None, "SELECT 1").await;
+        assert_eq!(client.stats().compressed_requests, 0);
+
+        let big = "x".repeat(100_000);
+        let reply = execute(&client, None, &format!("SELECT '{big}' AS big")).await;
+        assert_eq!(scalar(&reply.message).unwrap(), big, "{encodings:?}");
+        let stats = client.stats();
+        assert_eq!(stats.compressed_requests, 1, "{encodings:?}");
+        assert_eq!(stats.compressed_responses, 1, "{encodings:?}");
+
+        // Streaming: the request envelope and the messages.
+        let mut stream = client
+            .stream_execute(
+                None,
+                format!("SELECT '{big}' AS big, seq FROM seq_1_to_3"),
+                no_binds(),
+            )
+            .await
+            .unwrap();
+        let mut count = 0;
+        while let Some(reply) = stream.next().await.unwrap() {
+            for row in reply.message.result.as_ref().map(rows).unwrap_or_default() {
+                assert_eq!(row[0].as_deref(), Some(big.as_bytes()));
+                count += 1;
+            }
+        }
+        assert_eq!(count, 3);
+        let stats = client.stats();
+        assert_eq!(stats.compressed_requests, 2, "{encodings:?}");
+        assert!(stats.compressed_responses >= 2, "{encodings:?}");
+    }
+}
+
+/// Forwards TCP and UDP arriving on one port to the gateway, like the
+/// network between a sidecar and its gateway. UDP can be black-holed
+/// (dropped silently in both directions, as a firewall does) and every
+/// connection cut (a gateway that died: TCP closes, UDP goes silent).
+struct Relay {
+    addr: SocketAddr,
+    udp_open: Arc<AtomicBool>,
+    connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Relay {
+    /// `udp: false` binds no UDP socket at all: datagrams to the port get
+    /// ICMP port unreachable.
+    async fn start(target: SocketAddr, udp: bool) -> Self {
+        let (tcp, udp_socket) = loop {
+            let probe = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            let addr = probe.local_addr().unwrap();
+            if let Ok(tcp) = TcpListener::bind(addr).await {
+                probe.set_nonblocking(true).unwrap();
+                break (tcp, UdpSocket::from_std(probe).unwrap());
+            }
+        };
+        let addr = tcp.local_addr().unwrap();
+        let udp_open = Arc::new(AtomicBool::new(true));
+        let connections = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = vec![tokio::spawn(forward_tcp(tcp, target, connections.clone()))];
+        if udp {
+            tasks.push(tokio::spawn(forward_udp(
+                Arc::new(udp_socket),
+                target,
+                udp_open.clone(),
+                connections.clone(),
+            )));
+        }
+        Self {
+            addr,
+            udp_open,
+            connections,
+            tasks,
+        }
+    }
+
+    fn set_udp(&self, open: bool) {
+        self.udp_open.store(open, Ordering::SeqCst);
+    }
+
+    /// Cuts every TCP connection and silences UDP.
+    fn cut(&self) {
+        self.set_udp(false);
+        for task in self.connections.lock().unwrap().drain(..) {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.cut();
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+async fn forward_tcp(
+    listener: TcpListener,
+    target: SocketAddr,
+    connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
+) {
+    while let Ok((mut inbound, _)) = listener.accept().await {
+        let task = tokio::spawn(async move {
+            if let Ok(mut outbound) = TcpStream::connect(target).await {
+                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+            }
+        });
+        connections.lock().unwrap().push(task);
+    }
+}
+
+async fn forward_udp(
+    socket: Arc<UdpSocket>,
+    target: SocketAddr,
+    open: Arc<AtomicBool>,
+    connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
+) {
+    let mut peers: HashMap<SocketAddr, Arc<UdpSocket>> = HashMap::new();
+    let mut buf = vec![0u8; 65536];
+    while let Ok((n, from)) = socket.recv_from(&mut buf).await {
+        if !open.load(Ordering::SeqCst) {
+            continue;
+        }
+        let upstream = match peers.entry(from) {
+            Entry::Occupied(e) => e.get().clone(),
+            Entry::Vacant(e) => {
+                let upstream = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());
+                upstream.connect(target).await.unwrap();
+                let (back, reader, open) = (socket.clone(), upstream.clone(), open.clone());
+                let task = tokio::spawn(async move {
+                    let mut buf = vec![0u8; 65536];
+                    while let Ok(n) = reader.recv(&mut buf).await {
+                        if open.load(Ordering::SeqCst) {
+                            let _ = back.send_to(&buf[..n], from).await;
+                        }
+                    }
+                });
+                connections.lock().unwrap().push(task);
+                e.insert(upstream).clone()
+            }
+        };
+        let _ = upstream.send(&buf[..n]).await;
+    }
+}
+
+/// UDP that goes nowhere while TCP reaches the gateway: calls succeed over
+/// HTTP/2 within 3 s of start, and move to HTTP/3 once UDP gets through.
+#[tokio::test(flavor = "multi_thread")]
+async fn falls_back_to_http2_and_returns_to_http3() {
+    let stack = Stack::start().await;
+
+    // Silently dropped UDP (a filtering firewall).
+    let relay = Relay::start(stack.addr(), true).await;
+    relay.set_udp(false);
+    let start = Instant::now();
+    let client = client(relay.addr, &stack.cert, Auto);
+    assert!(
+        start.elapsed() < Duration::from_millis(100),
+        "new() does not wait"
+    );
+    let reply = execute(&client, None, "SELECT 1").await;
+    assert_eq!(reply.transport, HttpVersion::Http2);
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(3), "first reply after {took:?}");
+    assert_eq!(client.stats().fallbacks, 1);
+
+    // In-flight HTTP/2 calls finish there while new ones move to HTTP/3.
+    let slow = {
+        let client = client.clone();
+        tokio::spawn(async move { execute(&client, None, "SELECT SLEEP(1.5)").await.transport })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    relay.set_udp(true);
+    wait_for_transport(&client, HttpVersion::Http3, Duration::from_secs(3)).await;
+    assert_eq!(
+        execute(&client, None, "SELECT 1").await.transport,
+        HttpVersion::Http3
+    );
+    assert_eq!(slow.await.unwrap(), HttpVersion::Http2);
+    let stats = client.stats();
+    assert_eq!((stats.fallbacks, stats.returns), (1, 1));
+
+    // No UDP listener at all (ICMP port unreachable).
+    let relay = Relay::start(stack.addr(), false).await;
+    let start = Instant::now();
+    let client = self::client(relay.addr, &stack.cert, Auto);
+    assert_eq!(
+        execute(&client, None, "SELECT 1").await.transport,
+        HttpVersion::Http2
+    );
+    assert!(start.elapsed() < Duration::from_secs(3));
+}
+
+/// A transaction carried across requests while the transport changes
+/// under it: HTTP/3 dies (UDP black-holed), the client falls back to
+/// HTTP/2, then returns to HTTP/3; the session goes along unchanged.
+#[tokio::test(flavor = "multi_thread")]
+async fn session_survives_transport_switches() {
+    let stack = Stack::start().await;
+    let relay = Relay::start(stack.addr(), true).await;
+    let client = client(relay.addr, &stack.cert, Auto);
+    execute(&client, None, "CREATE TABLE t (id INT PRIMARY KEY)").await;
+
+    let begin = execute(&client, None, "BEGIN").await;
+    assert_eq!(begin.transport, HttpVersion::Http3);
+    let session = begin.session.unwrap();
+    assert!(session.in_transaction());
+    let session = execute(&client, Some(&session), "INSERT INTO t VALUES (1)")
+        .await
+        .session
+        .unwrap();
+
+    relay.set_udp(false);
+    let lost = wait_for_transport(&client, HttpVersion::Http2, Duration::from_secs(6)).await;
+    // ~3 s to notice the silence, ≤1 s of HTTP/3 attempt, then HTTP/2.
+    assert!(lost > Duration::from_secs(2), "{lost:?}");
+    let reply = execute(&client, Some(&session), "INSERT INTO t VALUES (2)").await;
+    assert_eq!(reply.transport, HttpVersion::Http2);
+    let session = reply.session.unwrap();
+    assert!(session.in_transaction());
+
+    relay.set_udp(true);
+    wait_for_transport(&client, HttpVersion::Http3, Duration::from_secs(3)).await;
+    let commit = execute(&client, Some(&session), "COMMIT").await;
+    assert_eq!(commit.transport, HttpVersion::Http3);
+    assert!(!commit.session.unwrap().in_transaction());
+
+    let count = execute(&client, None, "SELECT COUNT(*) FROM t").await;
+    assert_eq!(scalar(&count.message).as_deref(), Some("2"));
+    let stats = client.stats();
+    assert_eq!((stats.fallbacks, stats.returns), (1, 1));
+    assert_eq!(stats.reconnects, 1);
+}
+
+/// Dropping a stream part-way cancels it at the gateway: the session it
+/// held is free again at once, although the result was far larger than
+/// every buffer and window in between.
+#[tokio::test(flavor = "multi_thread")]
+async fn dropping_a_stream_cancels_it() {
+    let stack = Stack::start().await;
+    for transport in [Http3, Http2] {
+        // Uncompressed: these rows would shrink to almost nothing and fit
+        // in the flow-control windows, cancelled or not.
+        let mut config = client_config(stack.addr(), &stack.cert, transport);
+        config.accept_encodings = vec![];
+        let client = Client::new(config).unwrap();
+        let session = client.create_session().await.unwrap().session.unwrap();
+        // About 100 MB of rows, far more than the windows and buffers.
+        let mut stream = client
+            .stream_execute(
+                Some(&session),
+                "SELECT seq, REPEAT('x', 1000) FROM seq_1_to_100000",
+                no_binds(),
+            )
+            .await
+            .unwrap();
+        let first = stream.next().await.unwrap().unwrap();
+        assert!(!first.message.result.unwrap().fields.is_empty());
+        // Busy while the stream is open.
+        match client.execute(Some(&session), "SELECT 1", no_binds()).await {
+            Err(CallError::Api(e)) => assert_eq!(e.code, Code::Aborted),
+            other => panic!("{other:?}"),
+        }
+        drop(stream);
+        let start = Instant::now();
+        loop {
+            match client.execute(Some(&session), "SELECT 1", no_binds()).await {
+                Ok(reply) => {
+                    assert_eq!(scalar(&reply.message).as_deref(), Some("1"));
+                    break;
+                }
+                Err(CallError::Api(e)) if e.code == Code::Aborted => {
+                    assert!(
+                        start.elapsed() < Duration::from_secs(10),
+                        "{transport:?}: the gateway still holds the session"
+                    );
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+}
+
+/// Nothing listens: calls fail with `Unavailable` once `connect_timeout`
+/// has passed, never hang, and creating the client does not wait.
+#[tokio::test(flavor = "multi_thread")]
+async fn unreachable_gateway_is_unavailable() {
+    let nowhere = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cert = dir.path().join("ca.pem");
+    myquic::transport::tls::Identity::self_signed(&[], &cert).unwrap();
+    for transport in [Auto, Http3, Http2] {
+        let mut config = client_config(nowhere, &cert, transport);
+        config.connect_timeout = Duration::from_secs(1);
+        let start = Instant::now();
+        let client = Client::new(config).unwrap();
+        assert!(start.elapsed() < Duration::from_millis(100));
+        let result = tokio::time::timeout(
+            Duration::from_secs(5),
+            client.execute(None, "SELECT 1", no_binds()),
+        )
+        .await
+        .expect("no hang");
+        match result {
+            Err(e @ CallError::Unavailable { .. }) => {
+                assert!(!e.may_have_executed());
+                assert!(e.to_string().contains("gateway unavailable"), "{e}");
+            }
+            other => panic!("{transport:?}: {other:?}"),
+        }
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_secs(1) && took < Duration::from_millis(1500),
+            "{transport:?}: {took:?}"
+        );
+        assert!(matches!(
+            client.stream_execute(None, "SELECT 1", no_binds()).await,
+            Err(CallError::Unavailable { .. })
+        ));
+        assert_eq!(client.transport(), None);
+    }
+}
+
+/// A call in flight when the gateway goes away is `Lost`, and is not sent
+/// again when the client reconnects: the row is inserted once.
+#[tokio::test(flavor = "multi_thread")]
+async fn in_flight_call_is_lost_not_retried() {
+    let stack = Stack::start().await;
+    let admin = client(stack.addr(), &stack.cert, Http2);
+    execute(&admin, None, "CREATE TABLE t (k VARCHAR(8), s INT)").await;
+    for (transport, key) in [(Http2, "h2"), (Http3, "h3")] {
+        let relay = Relay::start(stack.addr(), true).await;
+        let client = client(relay.addr, &stack.cert, transport);
+        client.ready().await.unwrap();
+        let call = {
+            let client = client.clone();
+            let sql = format!("INSERT INTO t VALUES ('{key}', SLEEP(1))");
+            tokio::spawn(async move { client.execute(None, sql, no_binds()).await })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let cut = Instant::now();
+        relay.cut();
+        match call.await.unwrap() {
+            Err(e @ CallError::Lost(_)) => assert!(e.may_have_executed()),
+            other => panic!("{transport:?}: {other:?}"),
+        }
+        // HTTP/2 sees the TCP close at once; HTTP/3 hears nothing and gives
+        // up after the idle timeout.
+        assert!(
+            cut.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            cut.elapsed()
+        );
+        relay.set_udp(true);
+        client.ready().await.unwrap();
+        assert_eq!(client.stats().reconnects, 1, "{transport:?}");
+        // The statement finished at the gateway; it ran exactly once.
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let count = execute(
+            &client,
+            None,
+            &format!("SELECT COUNT(*) FROM t WHERE k = '{key}'"),
+        )
+        .await;
+        assert_eq!(
+            scalar(&count.message).as_deref(),
+            Some("1"),
+            "{transport:?}"
+        );
+    }
+}
