@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 use myquic::config::ConfigFile;
 use myquic::gateway::Gateway;
+use myquic::sidecar::Sidecar;
 use myquic::telemetry::{self, LogFormat};
 
 #[derive(Parser)]
@@ -31,6 +32,9 @@ struct Cli {
 enum Command {
     /// Serve the psdb.v1alpha1 HTTP API (HTTP/3 + HTTP/2) in front of MySQL.
     Gateway(GatewayArgs),
+    /// Serve MySQL clients locally, carrying their commands to a gateway
+    /// over one HTTP/3 connection (HTTP/2 when UDP is blocked).
+    Sidecar(SidecarArgs),
     /// Run SQL through a gateway over HTTP/3 (or HTTP/2), printing results.
     Query(myquic::query::QueryArgs),
 }
@@ -56,6 +60,39 @@ struct GatewayArgs {
     check_config: bool,
 }
 
+/// Flags override the environment, which overrides the file.
+#[derive(clap::Args)]
+struct SidecarArgs {
+    /// MySQL listener address [sidecar.listen].
+    #[arg(long, env = "MYQUIC_SIDECAR_LISTEN")]
+    listen: Option<std::net::SocketAddr>,
+    /// Also listen on this unix socket [sidecar.socket].
+    #[arg(long, env = "MYQUIC_SIDECAR_SOCKET")]
+    socket: Option<PathBuf>,
+    /// The gateway, https://host:port [sidecar.upstream.url].
+    #[arg(long, env = "MYQUIC_SIDECAR_UPSTREAM_URL")]
+    upstream_url: Option<String>,
+    /// CA certificate(s) to trust for the gateway [sidecar.upstream.ca].
+    #[arg(long, env = "MYQUIC_SIDECAR_UPSTREAM_CA")]
+    upstream_ca: Option<PathBuf>,
+    /// Name expected in the gateway's certificate
+    /// [sidecar.upstream.server_name].
+    #[arg(long, env = "MYQUIC_SIDECAR_UPSTREAM_SERVER_NAME")]
+    upstream_server_name: Option<String>,
+    /// API user [sidecar.upstream.username].
+    #[arg(long, env = "MYQUIC_SIDECAR_UPSTREAM_USERNAME")]
+    upstream_username: Option<String>,
+    /// File holding the API password [sidecar.upstream.password].
+    #[arg(long, env = "MYQUIC_SIDECAR_UPSTREAM_PASSWORD_FILE")]
+    upstream_password_file: Option<PathBuf>,
+    /// auto, http3 or http2 [sidecar.upstream.transport].
+    #[arg(long, env = "MYQUIC_SIDECAR_UPSTREAM_TRANSPORT")]
+    upstream_transport: Option<String>,
+    /// Check the configuration and exit.
+    #[arg(long)]
+    check_config: bool,
+}
+
 /// Exit codes: 0 clean stop, 1 runtime failure, 64 bad configuration.
 const EXIT_CONFIG: u8 = 64;
 
@@ -75,6 +112,7 @@ fn main() -> ExitCode {
         .expect("a tokio runtime");
     match cli.command {
         Command::Gateway(args) => runtime.block_on(gateway(file, args)),
+        Command::Sidecar(args) => runtime.block_on(sidecar(file, args)),
         Command::Query(args) => match runtime.block_on(myquic::query::run(args)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -120,6 +158,69 @@ async fn gateway(file: ConfigFile, args: GatewayArgs) -> ExitCode {
     shutdown_signal().await;
     tracing::info!("shutting down");
     gateway.shutdown().await;
+    ExitCode::SUCCESS
+}
+
+async fn sidecar(file: ConfigFile, args: SidecarArgs) -> ExitCode {
+    let mut config = file.sidecar;
+    if let Some(listen) = args.listen {
+        config.listen = listen;
+    }
+    if let Some(socket) = args.socket {
+        config.socket = Some(socket);
+    }
+    let up = &mut config.upstream;
+    if let Some(url) = args.upstream_url {
+        up.url = url;
+    }
+    if let Some(ca) = args.upstream_ca {
+        up.ca = Some(ca);
+    }
+    if let Some(name) = args.upstream_server_name {
+        up.server_name = Some(name);
+    }
+    if let Some(user) = args.upstream_username {
+        up.username = user;
+    }
+    if let Some(file) = args.upstream_password_file {
+        up.password = myquic::config::Secret {
+            file: Some(file),
+            ..Default::default()
+        };
+    }
+    if let Some(t) = args.upstream_transport {
+        match t.as_str() {
+            "auto" => up.transport = myquic::client::TransportPreference::Auto,
+            "http3" => up.transport = myquic::client::TransportPreference::Http3,
+            "http2" => up.transport = myquic::client::TransportPreference::Http2,
+            other => {
+                eprintln!("myquic: --upstream-transport: {other:?} is not auto, http3 or http2");
+                return ExitCode::from(EXIT_CONFIG);
+            }
+        }
+    }
+    if let Err(e) = config.validate() {
+        eprintln!("myquic: {e}");
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    if args.check_config {
+        println!("configuration OK");
+        return ExitCode::SUCCESS;
+    }
+    let sidecar = match Sidecar::start(config).await {
+        Ok(s) => s,
+        Err(e @ myquic::sidecar::StartError::Config(_)) => {
+            eprintln!("myquic: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+        Err(e) => {
+            eprintln!("myquic: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    sidecar.shutdown().await;
     ExitCode::SUCCESS
 }
 

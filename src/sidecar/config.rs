@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::client::TransportPreference;
 use crate::config::{ConfigError, Secret};
+use crate::transport::quic::Congestion;
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -25,6 +27,8 @@ pub struct SidecarConfig {
     pub max_allowed_packet: usize,
     /// Authentication of local clients.
     pub auth: AuthConfig,
+    /// TLS for clients that ask for it (off unless configured).
+    pub tls: FrontTls,
     pub upstream: UpstreamConfig,
 }
 
@@ -40,6 +44,14 @@ pub struct AuthConfig {
     /// RSA private key (PEM) for caching_sha2_password full
     /// authentication over plain TCP; generated at first need if unset.
     pub rsa_private_key: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FrontTls {
+    /// PEM certificate chain and key offered to local clients.
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -63,7 +75,7 @@ pub struct UpstreamConfig {
     pub username: String,
     pub password: Secret,
     /// `auto` (HTTP/3, falling back to HTTP/2), `http3` or `http2`.
-    pub transport: String,
+    pub transport: TransportPreference,
     /// QUIC handshake time before HTTP/2 is used instead.
     #[serde(with = "humantime_serde")]
     pub h3_handshake_timeout: Duration,
@@ -82,7 +94,7 @@ pub struct UpstreamConfig {
     /// Request bodies at least this large are compressed.
     pub compress_min_bytes: usize,
     /// QUIC congestion controller: `bbr`, `cubic` or `newreno`.
-    pub congestion: String,
+    pub congestion: Congestion,
 }
 
 impl Default for SidecarConfig {
@@ -94,6 +106,7 @@ impl Default for SidecarConfig {
             max_connections: 4096,
             max_allowed_packet: 64 << 20,
             auth: AuthConfig::default(),
+            tls: FrontTls::default(),
             upstream: UpstreamConfig::default(),
         }
     }
@@ -117,14 +130,14 @@ impl Default for UpstreamConfig {
             ca: None,
             username: String::new(),
             password: Secret::default(),
-            transport: "auto".into(),
+            transport: TransportPreference::Auto,
             h3_handshake_timeout: Duration::from_secs(1),
             probe_interval: Duration::from_secs(10),
             keep_alive: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(3),
             connect_timeout: Duration::from_secs(5),
             compress_min_bytes: 1024,
-            congestion: "bbr".into(),
+            congestion: Congestion::Bbr,
         }
     }
 }
@@ -158,20 +171,8 @@ impl SidecarConfig {
                 "required: the gateway always authenticates",
             ));
         }
-        if !matches!(self.upstream.transport.as_str(), "auto" | "http3" | "http2") {
-            return Err(invalid(
-                "sidecar.upstream.transport",
-                "must be auto, http3 or http2",
-            ));
-        }
-        if !matches!(
-            self.upstream.congestion.as_str(),
-            "bbr" | "cubic" | "newreno"
-        ) {
-            return Err(invalid(
-                "sidecar.upstream.congestion",
-                "must be bbr, cubic or newreno",
-            ));
+        if self.tls.cert.is_some() != self.tls.key.is_some() {
+            return Err(invalid("sidecar.tls", "give both cert and key, or neither"));
         }
         if self.max_allowed_packet < 1024 {
             return Err(invalid(

@@ -15,6 +15,8 @@ use crate::translate::errors::{MysqlError, from_rpc_message};
 use crate::translate::results::{ResultWriter, RowFormat};
 use crate::translate::statement;
 
+use crate::mysql::auth::{Authenticated, Handshake};
+
 use super::Shared;
 use super::errors;
 use super::io::{Framed, IoError};
@@ -42,9 +44,13 @@ pub struct Connection {
     pub io: Framed,
     pub shared: Arc<Shared>,
     pub registration: Registration,
+    pub handshake: Handshake,
     pub caps: CapabilityFlags,
     pub user: String,
     pub session: Session,
+    /// An error owed to the client's next command (its default database
+    /// could not be selected after the login), which then closes.
+    pending_error: Option<MysqlError>,
     statements: HashMap<u32, Prepared>,
     next_statement: u32,
     multi_statements: bool,
@@ -55,17 +61,20 @@ impl Connection {
         io: Framed,
         shared: Arc<Shared>,
         registration: Registration,
-        caps: CapabilityFlags,
-        user: String,
+        handshake: Handshake,
+        login: &Authenticated,
     ) -> Self {
+        let caps = login.capabilities;
         Self {
             io,
             shared,
             registration,
+            handshake,
             multi_statements: caps.contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS),
             caps,
-            user,
+            user: login.user.clone(),
             session: Session::new(),
+            pending_error: None,
             statements: HashMap::new(),
             next_statement: 1,
         }
@@ -92,7 +101,13 @@ impl Connection {
                 Err(_) => break,
             };
             let mut out = Packets::reply_to(packet.seq);
-            let next = self.dispatch(packet, &mut out).await;
+            let next = match self.pending_error.take() {
+                Some(e) => {
+                    response::err(&mut out, &e);
+                    Next::Close
+                }
+                None => self.dispatch(packet, &mut out).await,
+            };
             if self.io.write(&mut out).await.is_err() || self.io.flush().await.is_err() {
                 break;
             }
@@ -205,8 +220,8 @@ impl Connection {
                 response::err(out, &errors::no_cursor());
                 Next::Continue
             }
-            Command::Unsupported { name, .. } => {
-                response::err(out, &errors::unknown_command(name));
+            Command::Unsupported(unsupported) => {
+                response::err(out, &unsupported.to_mysql());
                 Next::Continue
             }
         }
@@ -314,13 +329,42 @@ impl Connection {
         Next::Continue
     }
 
+    /// Selects the database the client named at login. The login itself
+    /// stays local; this request overlaps the client's first command, and
+    /// a failure (unknown database) is owed to that command.
+    pub async fn use_database(&mut self, db: &str) {
+        let sql = format!("USE `{}`", db.replace('`', "``"));
+        let reply = self
+            .shared
+            .client
+            .execute(self.session.cookie(), sql, HashMap::new())
+            .await;
+        match reply {
+            Ok(reply) => {
+                if let Some(cookie) = reply.session {
+                    self.session.update(cookie);
+                }
+                if let Some(e) = reply.message.error {
+                    self.pending_error = Some(from_rpc_message(&e.message));
+                }
+            }
+            Err(e) => self.pending_error = Some(errors::from_call(&e, false)),
+        }
+    }
+
     async fn change_user(&mut self, seq: u8, payload: bytes::Bytes, out: &mut Packets) -> Next {
         match super::login::change_user(self, seq, payload, out).await {
-            Ok(user) => {
-                self.user = user;
+            Ok(login) => {
+                self.user = login.user.clone();
                 self.close_upstream();
                 self.statements.clear();
-                Next::Continue
+                match login.database {
+                    Some(db) => {
+                        self.use_database(&db).await;
+                        Next::Continue
+                    }
+                    None => Next::Continue,
+                }
             }
             Err(()) => Next::Close,
         }
@@ -433,11 +477,10 @@ impl Connection {
     /// when the statement may have run or the session is gone.
     fn call_failed(&mut self, e: CallError, in_transaction: bool, out: &mut Packets) -> Next {
         response::err(out, &errors::from_call(&e, in_transaction));
-        match e {
-            CallError::Unavailable(_) | CallError::Api(_) if !errors::call_ends_session(&e) => {
-                Next::Continue
-            }
-            _ => Next::Close,
+        if errors::call_ends_session(&e) {
+            Next::Close
+        } else {
+            Next::Continue
         }
     }
 }

@@ -20,6 +20,11 @@ pub fn packet_too_large(e: &PacketError) -> MysqlError {
     error(1153, "08S01", format!("Got a packet bigger than 'max_allowed_packet' bytes ({e})"))
 }
 
+/// ER_CON_COUNT_ERROR, sent instead of a greeting.
+pub fn too_many_connections() -> MysqlError {
+    error(1040, "08004", "Too many connections")
+}
+
 /// ER_UNKNOWN_COM_ERROR: never a blind OK for what is not implemented.
 pub fn unknown_command(name: &str) -> MysqlError {
     error(1047, "08S01", format!("Unknown command: {name} is not supported by the myquic sidecar"))
@@ -74,7 +79,7 @@ pub fn is_session_lost(e: &MysqlError) -> bool {
 pub fn call_ends_session(e: &CallError) -> bool {
     match e {
         CallError::Api(api) => matches!(api.code, Code::PermissionDenied | Code::Unauthenticated),
-        CallError::Unavailable(_) => false,
+        CallError::Unavailable { .. } => false,
         _ => true,
     }
 }
@@ -82,10 +87,10 @@ pub fn call_ends_session(e: &CallError) -> bool {
 /// A request that failed as a whole, as the client's error.
 pub fn from_call(e: &CallError, in_transaction: bool) -> MysqlError {
     match e {
-        CallError::Unavailable(detail) => error(
+        CallError::Unavailable { .. } => error(
             2013,
             "HY000",
-            format!("Lost connection to MySQL server: the gateway is unreachable ({detail}); the statement was not sent"),
+            format!("Lost connection to MySQL server: {e}; the statement was not sent"),
         ),
         CallError::Lost(detail) => error(
             2013,

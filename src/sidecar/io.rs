@@ -81,17 +81,19 @@ impl Framed {
         }
     }
 
-    /// Swaps the underlying stream (after a TLS upgrade).
-    pub fn into_parts(self) -> (Box<dyn Stream>, BytesMut) {
-        (self.stream, self.buf)
-    }
-
-    pub fn from_parts(stream: Box<dyn Stream>, buf: BytesMut, max_packet: usize) -> Self {
-        Self {
-            stream,
-            buf,
-            max_packet,
+    /// Upgrades the socket to TLS (after the client's SSLRequest).
+    pub async fn start_tls(&mut self, acceptor: &tokio_rustls::TlsAcceptor) -> Result<(), IoError> {
+        if !self.buf.is_empty() {
+            // Bytes sent before the TLS handshake would be injected
+            // plaintext; a client does not do that.
+            return Err(IoError::Socket(std::io::Error::other(
+                "data after SSLRequest before the TLS handshake",
+            )));
         }
+        let plain = std::mem::replace(&mut self.stream, Box::new(tokio::io::duplex(1).0));
+        let tls = acceptor.accept(plain).await?;
+        self.stream = Box::new(tls);
+        Ok(())
     }
 
     pub fn max_packet(&self) -> usize {

@@ -1,7 +1,361 @@
 //! The sidecar role: a local MySQL server whose every client connection is
 //! a psdb session, and every command a request over one long-lived HTTP/3
-//! connection to a gateway.
+//! connection to a gateway (HTTP/2 while UDP does not get through).
+//!
+//! - [`login`]: the handshake, completed locally (no upstream round trip);
+//! - [`connection`]: the command loop, MySQL commands → psdb requests;
+//! - [`session`]: the psdb session each client connection owns;
+//! - [`registry`]: live connections by id, for `KILL`;
+//! - [`errors`]: every error the sidecar itself tells a client.
 
 pub mod config;
+pub mod connection;
+pub mod errors;
 pub mod io;
+pub mod login;
 pub mod registry;
+pub mod session;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::client::{Client, ClientConfig};
+use crate::config::ConfigError;
+use crate::mysql::auth::{AuthCache, AuthConfig, Handshake, Plugin, RsaKey};
+use crate::mysql::packet::Packets;
+use crate::mysql::response;
+use crate::transport::tls;
+
+pub use config::SidecarConfig;
+use connection::Connection;
+use io::{Framed, Stream};
+
+/// What every client connection shares.
+pub struct Shared {
+    pub client: Client,
+    pub registry: Arc<registry::Registry>,
+    auth: RwLock<Arc<AuthConfig>>,
+    tls: Option<TlsAcceptor>,
+    max_packet: usize,
+    slots: Arc<Semaphore>,
+}
+
+/// A running sidecar.
+pub struct Sidecar {
+    addr: SocketAddr,
+    socket: Option<PathBuf>,
+    shared: Arc<Shared>,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("listening on {what}: {source}")]
+    Listen {
+        what: String,
+        source: std::io::Error,
+    },
+}
+
+impl Sidecar {
+    pub async fn start(config: SidecarConfig) -> Result<Self, StartError> {
+        config.validate()?;
+        tls::install_crypto_provider();
+        let client = Client::new(client_config(&config)?).map_err(|e| ConfigError::Invalid {
+            key: "sidecar.upstream",
+            reason: e.to_string(),
+        })?;
+        let auth = auth_config(&config)?;
+        let front_tls = front_tls(&config)?;
+        let shared = Arc::new(Shared {
+            client,
+            registry: registry::Registry::new(),
+            auth: RwLock::new(Arc::new(auth)),
+            tls: front_tls,
+            max_packet: config.max_allowed_packet,
+            slots: Arc::new(Semaphore::new(config.max_connections)),
+        });
+        let listen_err = |what: String| move |source| StartError::Listen { what, source };
+        let tcp = TcpListener::bind(config.listen)
+            .await
+            .map_err(listen_err(config.listen.to_string()))?;
+        let addr = tcp.local_addr().map_err(listen_err(config.listen.to_string()))?;
+        let shutdown = CancellationToken::new();
+        let tasks = TaskTracker::new();
+        tasks.spawn(accept_tcp(tcp, shared.clone(), shutdown.clone(), tasks.clone()));
+        if let Some(path) = &config.socket {
+            // A stale socket file from a previous run would make bind fail.
+            let _ = std::fs::remove_file(path);
+            let unix = UnixListener::bind(path).map_err(listen_err(path.display().to_string()))?;
+            tasks.spawn(accept_unix(unix, shared.clone(), shutdown.clone(), tasks.clone()));
+        }
+        if config.server_version == "auto" {
+            tokio::spawn(learn_version(shared.clone()));
+        }
+        info!(%addr, socket = ?config.socket, gateway = %config.upstream.url, "sidecar listening");
+        Ok(Self {
+            addr,
+            socket: config.socket,
+            shared,
+            shutdown,
+            tasks,
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.shared.client
+    }
+
+    /// Open client connections.
+    pub fn connections(&self) -> usize {
+        self.shared.registry.len()
+    }
+
+    /// Stops accepting and closes every client connection.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        self.tasks.close();
+        for id in self.shared.registry.ids() {
+            self.shared.registry.kill(u64::from(id), false);
+        }
+        self.tasks.wait().await;
+        if let Some(path) = &self.socket {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+fn client_config(config: &SidecarConfig) -> Result<ClientConfig, ConfigError> {
+    let up = &config.upstream;
+    let (host, port) = config.upstream_authority()?;
+    let roots = match &up.ca {
+        Some(path) => tls::roots_from_pem(path).map_err(|e| ConfigError::Invalid {
+            key: "sidecar.upstream.ca",
+            reason: e.to_string(),
+        })?,
+        None => system_roots(),
+    };
+    let tls = tls::client_config(roots, &[]).map_err(|e| ConfigError::Invalid {
+        key: "sidecar.upstream",
+        reason: e.to_string(),
+    })?;
+    let authority = if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    let server_name = up.server_name.clone().unwrap_or(host);
+    let password = up.password.resolve("sidecar.upstream.password")?;
+    let mut c = ClientConfig::new(authority, server_name, tls, up.username.clone(), password);
+    c.transport = up.transport;
+    c.h3_handshake_timeout = up.h3_handshake_timeout;
+    c.probe_interval = up.probe_interval;
+    c.keep_alive = up.keep_alive;
+    c.idle_timeout = up.idle_timeout;
+    c.connect_timeout = up.connect_timeout;
+    c.compress_min_bytes = up.compress_min_bytes;
+    c.congestion = up.congestion;
+    Ok(c)
+}
+
+/// The operating system's trusted CAs.
+fn system_roots() -> rustls::RootCertStore {
+    let mut roots = rustls::RootCertStore::empty();
+    let found = rustls_native_certs::load_native_certs();
+    for e in &found.errors {
+        warn!(error = %e, "reading system CA certificates");
+    }
+    let (added, _) = roots.add_parsable_certificates(found.certs);
+    debug!(added, "system CA certificates");
+    roots
+}
+
+fn auth_config(config: &SidecarConfig) -> Result<AuthConfig, ConfigError> {
+    let users = if config.auth.users.is_empty() {
+        None
+    } else {
+        let mut users = HashMap::new();
+        for u in &config.auth.users {
+            users.insert(u.username.clone(), u.password.resolve("sidecar.auth.users.password")?);
+        }
+        Some(users)
+    };
+    let rsa_key = match &config.auth.rsa_private_key {
+        Some(path) => RsaKey::from_pem_file(path).map_err(|e| ConfigError::Invalid {
+            key: "sidecar.auth.rsa_private_key",
+            reason: e.to_string(),
+        })?,
+        None => RsaKey::generated(),
+    };
+    let version = if config.server_version == "auto" {
+        FALLBACK_VERSION.to_string()
+    } else {
+        config.server_version.clone()
+    };
+    Ok(AuthConfig {
+        server_version: version,
+        users,
+        default_plugin: config.auth.plugin.parse::<Plugin>().map_err(|_| ConfigError::Invalid {
+            key: "sidecar.auth.plugin",
+            reason: "must be caching_sha2_password or mysql_native_password".into(),
+        })?,
+        tls_available: config.tls.cert.is_some(),
+        cache: Arc::new(AuthCache::new()),
+        rsa_key: Arc::new(rsa_key),
+    })
+}
+
+fn front_tls(config: &SidecarConfig) -> Result<Option<TlsAcceptor>, ConfigError> {
+    let (Some(cert), Some(key)) = (&config.tls.cert, &config.tls.key) else {
+        return Ok(None);
+    };
+    let invalid = |e: tls::TlsError| ConfigError::Invalid {
+        key: "sidecar.tls",
+        reason: e.to_string(),
+    };
+    let identity = tls::Identity::from_pem_files(cert, key).map_err(invalid)?;
+    // TLS 1.3 only, as toward the gateway (OpenSSL 1.1.1+ clients).
+    let server = identity.server_config(&[]).map_err(invalid)?;
+    Ok(Some(TlsAcceptor::from(server)))
+}
+
+/// Version in greetings until the backend's is known.
+const FALLBACK_VERSION: &str = "8.0.40-myquic";
+
+/// Learns the backend's version once, so clients see what they would see
+/// connecting directly (drivers pick features and SQL dialect from it).
+async fn learn_version(shared: Arc<Shared>) {
+    let mut delay = std::time::Duration::from_millis(200);
+    loop {
+        match shared
+            .client
+            .execute(None, "SELECT @@version", HashMap::new())
+            .await
+        {
+            Ok(reply) => {
+                if let Some(session) = &reply.session {
+                    let _ = shared.client.close_session(session).await;
+                }
+                let version = reply
+                    .message
+                    .result
+                    .as_ref()
+                    .and_then(|r| r.rows.first())
+                    .and_then(crate::translate::rows::unpack_row)
+                    .and_then(|cells| cells.into_iter().next().flatten())
+                    .map(|v| String::from_utf8_lossy(&v).into_owned());
+                if let Some(version) = version {
+                    // MariaDB prefixes its version for old clients; drivers
+                    // strip the prefix and detect MariaDB by it.
+                    let version = if version.contains("MariaDB") {
+                        format!("5.5.5-{version}")
+                    } else {
+                        version
+                    };
+                    info!(%version, "backend version learned");
+                    let mut auth = shared.auth.write().expect("not poisoned");
+                    let mut updated = (**auth).clone();
+                    updated.server_version = version;
+                    *auth = Arc::new(updated);
+                }
+                return;
+            }
+            Err(e) => {
+                debug!(error = %e, "backend version not known yet");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(std::time::Duration::from_secs(10));
+            }
+        }
+    }
+}
+
+async fn accept_tcp(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+) {
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            () = shutdown.cancelled() => return,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                let span = info_span!("client", %peer);
+                tasks.spawn(serve(Box::new(stream), false, shared.clone()).instrument(span));
+            }
+            Err(e) => {
+                warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+async fn accept_unix(
+    listener: UnixListener,
+    shared: Arc<Shared>,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+) {
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            () = shutdown.cancelled() => return,
+        };
+        match accepted {
+            Ok((stream, _)) => {
+                let span = info_span!("client", peer = "unix");
+                tasks.spawn(serve(Box::new(stream), true, shared.clone()).instrument(span));
+            }
+            Err(e) => {
+                warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// One client connection, from greeting to close.
+async fn serve(stream: Box<dyn Stream>, secure: bool, shared: Arc<Shared>) {
+    let mut io = Framed::new(stream, shared.max_packet);
+    let Ok(_slot) = shared.slots.clone().try_acquire_owned() else {
+        // What MySQL sends instead of a greeting when it is full.
+        let mut out = Packets::default();
+        response::err(&mut out, &errors::too_many_connections());
+        let _ = io.write(&mut out).await;
+        let _ = io.flush().await;
+        return;
+    };
+    let registration = shared.registry.register();
+    let auth = shared.auth.read().expect("not poisoned").clone();
+    let mut handshake = Handshake::new(auth, registration.id, secure);
+    let Some(login) = login::login(&mut io, &mut handshake, shared.tls.as_ref()).await else {
+        return;
+    };
+    debug!(user = %login.user, id = registration.id, "client logged in");
+    let database = login.database.clone();
+    let mut conn = Connection::new(io, shared.clone(), registration, handshake, &login);
+    if let Some(db) = database {
+        conn.use_database(&db).await;
+    }
+    conn.run().await;
+}

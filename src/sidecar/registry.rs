@@ -71,6 +71,10 @@ impl Registry {
         }
     }
 
+    pub fn ids(&self) -> Vec<u32> {
+        self.live.lock().expect("not poisoned").keys().copied().collect()
+    }
+
     pub fn len(&self) -> usize {
         self.live.lock().expect("not poisoned").len()
     }

@@ -1,7 +1,6 @@
 //! A client connection's psdb session, as the sidecar sees it: the opaque
 //! cookie it echoes back, plus the flags it reads for MySQL status.
 
-use crate::api::pb;
 use crate::client::RawSession;
 use crate::mysql::StatusFlags;
 
@@ -34,8 +33,7 @@ impl Session {
 
     /// Replaces the cookie with the one a response returned.
     pub fn update(&mut self, cookie: RawSession) {
-        let view: pb::Session = cookie.view();
-        if let Some(v) = &view.vitess_session {
+        if let Some(v) = &cookie.view().vitess_session {
             self.in_transaction = v.in_transaction;
             self.autocommit = v.autocommit;
             self.warnings = u16::try_from(v.warnings.len()).unwrap_or(u16::MAX);
