@@ -17,7 +17,9 @@ pub fn init(format: LogFormat, default_level: &str) {
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, not in log files.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let _ = match format {
         LogFormat::Human => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),

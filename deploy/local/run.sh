@@ -2,7 +2,10 @@
 # Brings up the whole chain on this machine and runs real queries through it:
 #   a private MariaDB (temporary datadir, unix socket only)
 #   -> myquic gateway (HTTP/3 on UDP and HTTP/2 on TCP, one port, TLS 1.3)
-#   -> queries over HTTP/3 and HTTP/2 (myquic query), and the raw JSON API (curl).
+#   -> myquic sidecar (a local MySQL server on a free port and a unix socket,
+#      one long-lived HTTP/3 connection to the gateway)
+#   -> the stock `mariadb` client, through the sidecar; then the gateway's
+#      API directly (myquic query over HTTP/3 and HTTP/2, curl with JSON).
 # Everything is torn down on exit; set MYQUIC_KEEP=1 to keep it running.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -32,7 +35,9 @@ mariadb --socket="$work/mysql.sock" -uroot -e "
   CREATE USER app@localhost IDENTIFIED BY 'backend-secret';
   GRANT ALL ON app.* TO app@localhost;"
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+sidecar_port=$(free_port)
 cat >"$work/myquic.toml" <<TOML
 [gateway]
 listen = "127.0.0.1:$port"
@@ -45,6 +50,18 @@ username = "app"
 password = { env = "APP_API_PASSWORD" }
 backend_password = { value = "backend-secret" }
 database = "app"
+
+[sidecar]
+listen = "127.0.0.1:$sidecar_port"
+socket = "$work/sidecar.sock"
+[[sidecar.auth.users]]
+username = "app"
+password = { value = "local-secret" }
+[sidecar.upstream]
+url = "https://localhost:$port"
+ca = "$work/gateway.pem"
+username = "app"
+password = { env = "APP_API_PASSWORD" }
 TOML
 
 echo "--- starting the gateway on 127.0.0.1:$port (UDP: HTTP/3, TCP: HTTP/2)"
@@ -52,12 +69,31 @@ APP_API_PASSWORD=api-secret "$bin" --config "$work/myquic.toml" gateway 2>"$work
 pids+=($!)
 for _ in $(seq 100); do [ -s "$work/gateway.pem" ] && curl -s -o /dev/null --cacert "$work/gateway.pem" "https://localhost:$port/" && break; sleep 0.1; done
 
+echo "--- starting the sidecar on 127.0.0.1:$sidecar_port and $work/sidecar.sock"
+APP_API_PASSWORD=api-secret "$bin" --config "$work/myquic.toml" sidecar 2>"$work/sidecar.log" &
+pids+=($!)
+for _ in $(seq 100); do [ -S "$work/sidecar.sock" ] && break; sleep 0.1; done
+
+mysql=(mariadb --no-defaults -h 127.0.0.1 -P "$sidecar_port" -u app -plocal-secret
+       --default-auth=caching_sha2_password --table app)
+echo "--- the mariadb client through the sidecar's unix socket (caching_sha2_password full authentication)"
+mariadb --no-defaults --socket="$work/sidecar.sock" -u app -plocal-secret --table app -e "
+  CREATE TABLE greetings (id INT AUTO_INCREMENT PRIMARY KEY, lang VARCHAR(8), text VARCHAR(64));
+  BEGIN;
+  INSERT INTO greetings (lang, text) VALUES ('en', 'hello'), ('fr', 'bonjour'), ('ja', 'こんにちは 🐬');
+  COMMIT;
+  SELECT id, lang, text FROM greetings ORDER BY id;"
+echo "--- and over TCP (caching_sha2_password fast path, as a MySQL 8 server after a first login)"
+"${mysql[@]}" -e "SELECT lang, LENGTH(text) AS bytes FROM greetings WHERE id > 1;
+  SELECT @@version AS backend, @@autocommit AS autocommit;"
+echo "--- a SQL error keeps its number and SQLSTATE"
+"${mysql[@]}" -e "SELECT * FROM no_such_table" 2>&1 || true
+
 url="https://app:api-secret@localhost:$port"
-echo "--- queries over HTTP/3 (one session, so the transaction spans requests)"
+echo "--- the gateway's API directly: queries over HTTP/3 (one session, so the transaction spans requests)"
 "$bin" query --url "$url" --ca "$work/gateway.pem" \
-  "CREATE TABLE greetings (id INT AUTO_INCREMENT PRIMARY KEY, lang VARCHAR(8), text VARCHAR(64))" \
   "BEGIN" \
-  "INSERT INTO greetings (lang, text) VALUES ('en', 'hello'), ('fr', 'bonjour'), ('ja', 'こんにちは 🐬')" \
+  "INSERT INTO greetings (lang, text) VALUES ('de', 'hallo')" \
   "COMMIT" \
   "SELECT id, lang, text FROM greetings ORDER BY id"
 echo "--- the same over HTTP/2"
@@ -74,7 +110,8 @@ curl -sS --cacert "$work/gateway.pem" -u app:wrong -H 'Content-Type: application
   --data '{"query":"SELECT 1"}' -w ' (HTTP %{http_code})\n' "https://localhost:$port/psdb.v1alpha1.Database/Execute"
 
 if [ "${MYQUIC_KEEP:-}" = 1 ]; then
-  echo "--- running; gateway $url, CA $work/gateway.pem. Ctrl-C to stop."
+  echo "--- running; gateway $url, CA $work/gateway.pem"
+  echo "    sidecar: mariadb -h 127.0.0.1 -P $sidecar_port -u app -plocal-secret app   (or --socket=$work/sidecar.sock). Ctrl-C to stop."
   wait
 fi
 echo "--- done"

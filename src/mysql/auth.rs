@@ -2203,7 +2203,11 @@ mod scratch_real_client {
             let port = l.local_addr().unwrap().port();
             let cfg = cfg.clone();
             (
-                vec!["-h127.0.0.1".into(), format!("-P{port}"), "--protocol=TCP".into()],
+                vec![
+                    "-h127.0.0.1".into(),
+                    format!("-P{port}"),
+                    "--protocol=TCP".into(),
+                ],
                 std::thread::spawn(move || {
                     let (s, _) = l.accept().unwrap();
                     serve(s, Handshake::new(cfg, 5, false))
@@ -2229,7 +2233,11 @@ mod scratch_real_client {
             (Plugin::CachingSha2Password, false, "bad"),
             (Plugin::MysqlNativePassword, false, "bad"),
         ] {
-            let (log, o) = run(plugin, unix, &["-uapp", &format!("-p{pw}"), "-e", "select 1"]);
+            let (log, o) = run(
+                plugin,
+                unix,
+                &["-uapp", &format!("-p{pw}"), "-e", "select 1"],
+            );
             println!(
                 "=== {plugin} unix={unix} pw={pw}\n{log}status {:?}\nstdout {}\nstderr {}",
                 o.status,

@@ -161,7 +161,10 @@ impl Connection {
                     0 => self.multi_statements = true,
                     1 => self.multi_statements = false,
                     _ => {
-                        response::err(out, &errors::unknown_command("COM_SET_OPTION with this option"));
+                        response::err(
+                            out,
+                            &errors::unknown_command("COM_SET_OPTION with this option"),
+                        );
                         return Next::Continue;
                     }
                 }
@@ -185,7 +188,9 @@ impl Connection {
                 let sql = String::from_utf8_lossy(&sql).into_owned();
                 self.prepare(sql, out).await
             }
-            Command::StmtExecute { stmt_id, params, .. } => self.execute(stmt_id, params, out).await,
+            Command::StmtExecute {
+                stmt_id, params, ..
+            } => self.execute(stmt_id, params, out).await,
             Command::StmtSendLongData {
                 stmt_id,
                 param_id,
@@ -249,7 +254,12 @@ impl Connection {
     }
 
     async fn prepare(&mut self, sql: String, out: &mut Packets) -> Next {
-        let reply = match self.shared.client.prepare(self.session.cookie(), &sql).await {
+        let reply = match self
+            .shared
+            .client
+            .prepare(self.session.cookie(), &sql)
+            .await
+        {
             Ok(reply) => reply,
             Err(e) => return self.call_failed(e, false, out),
         };
@@ -484,4 +494,3 @@ impl Connection {
         }
     }
 }
-

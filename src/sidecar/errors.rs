@@ -17,7 +17,11 @@ fn error(code: u16, state: &str, message: impl Into<String>) -> MysqlError {
 
 /// ER_NET_PACKET_TOO_LARGE; the connection closes after it.
 pub fn packet_too_large(e: &PacketError) -> MysqlError {
-    error(1153, "08S01", format!("Got a packet bigger than 'max_allowed_packet' bytes ({e})"))
+    error(
+        1153,
+        "08S01",
+        format!("Got a packet bigger than 'max_allowed_packet' bytes ({e})"),
+    )
 }
 
 /// ER_CON_COUNT_ERROR, sent instead of a greeting.
@@ -27,7 +31,11 @@ pub fn too_many_connections() -> MysqlError {
 
 /// ER_UNKNOWN_COM_ERROR: never a blind OK for what is not implemented.
 pub fn unknown_command(name: &str) -> MysqlError {
-    error(1047, "08S01", format!("Unknown command: {name} is not supported by the myquic sidecar"))
+    error(
+        1047,
+        "08S01",
+        format!("Unknown command: {name} is not supported by the myquic sidecar"),
+    )
 }
 
 /// ER_UNKNOWN_STMT_HANDLER.
@@ -46,7 +54,11 @@ pub fn no_cursor() -> MysqlError {
 
 /// ER_PS_MANY_PARAM.
 pub fn too_many_placeholders() -> MysqlError {
-    error(1390, "HY000", "Prepared statement contains too many placeholders")
+    error(
+        1390,
+        "HY000",
+        "Prepared statement contains too many placeholders",
+    )
 }
 
 /// ER_NO_SUCH_THREAD.
@@ -97,24 +109,46 @@ pub fn from_call(e: &CallError, in_transaction: bool) -> MysqlError {
             "HY000",
             format!(
                 "Lost connection to MySQL server during query: the connection to the gateway failed ({detail}); the statement may have executed{}",
-                if in_transaction { " and the transaction is rolled back" } else { "" }
+                if in_transaction {
+                    " and the transaction is rolled back"
+                } else {
+                    ""
+                }
             ),
         ),
         CallError::Api(api) => match api.code {
             Code::Unauthenticated => error(
                 1045,
                 "28000",
-                format!("Access denied: the gateway refused the sidecar's credential ({})", api.message),
+                format!(
+                    "Access denied: the gateway refused the sidecar's credential ({})",
+                    api.message
+                ),
             ),
-            Code::ResourceExhausted => error(1040, "08004", format!("Too many connections: {}", api.message)),
+            Code::ResourceExhausted => error(
+                1040,
+                "08004",
+                format!("Too many connections: {}", api.message),
+            ),
             Code::PermissionDenied => error(
                 2013,
                 "HY000",
-                format!("Lost connection to MySQL server: the gateway no longer knows this session ({}){}", api.message,
-                    if in_transaction { "; the transaction is rolled back" } else { "" }),
+                format!(
+                    "Lost connection to MySQL server: the gateway no longer knows this session ({}){}",
+                    api.message,
+                    if in_transaction {
+                        "; the transaction is rolled back"
+                    } else {
+                        ""
+                    }
+                ),
             ),
             _ => error(1105, "HY000", format!("gateway: {}", api.message)),
         },
-        other => error(2013, "HY000", format!("Lost connection to MySQL server: {other}")),
+        other => error(
+            2013,
+            "HY000",
+            format!("Lost connection to MySQL server: {other}"),
+        ),
     }
 }

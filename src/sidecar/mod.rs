@@ -91,15 +91,27 @@ impl Sidecar {
         let tcp = TcpListener::bind(config.listen)
             .await
             .map_err(listen_err(config.listen.to_string()))?;
-        let addr = tcp.local_addr().map_err(listen_err(config.listen.to_string()))?;
+        let addr = tcp
+            .local_addr()
+            .map_err(listen_err(config.listen.to_string()))?;
         let shutdown = CancellationToken::new();
         let tasks = TaskTracker::new();
-        tasks.spawn(accept_tcp(tcp, shared.clone(), shutdown.clone(), tasks.clone()));
+        tasks.spawn(accept_tcp(
+            tcp,
+            shared.clone(),
+            shutdown.clone(),
+            tasks.clone(),
+        ));
         if let Some(path) = &config.socket {
             // A stale socket file from a previous run would make bind fail.
             let _ = std::fs::remove_file(path);
             let unix = UnixListener::bind(path).map_err(listen_err(path.display().to_string()))?;
-            tasks.spawn(accept_unix(unix, shared.clone(), shutdown.clone(), tasks.clone()));
+            tasks.spawn(accept_unix(
+                unix,
+                shared.clone(),
+                shutdown.clone(),
+                tasks.clone(),
+            ));
         }
         if config.server_version == "auto" {
             tokio::spawn(learn_version(shared.clone()));
@@ -192,7 +204,10 @@ fn auth_config(config: &SidecarConfig) -> Result<AuthConfig, ConfigError> {
     } else {
         let mut users = HashMap::new();
         for u in &config.auth.users {
-            users.insert(u.username.clone(), u.password.resolve("sidecar.auth.users.password")?);
+            users.insert(
+                u.username.clone(),
+                u.password.resolve("sidecar.auth.users.password")?,
+            );
         }
         Some(users)
     };
@@ -211,10 +226,14 @@ fn auth_config(config: &SidecarConfig) -> Result<AuthConfig, ConfigError> {
     Ok(AuthConfig {
         server_version: version,
         users,
-        default_plugin: config.auth.plugin.parse::<Plugin>().map_err(|_| ConfigError::Invalid {
-            key: "sidecar.auth.plugin",
-            reason: "must be caching_sha2_password or mysql_native_password".into(),
-        })?,
+        default_plugin: config
+            .auth
+            .plugin
+            .parse::<Plugin>()
+            .map_err(|_| ConfigError::Invalid {
+                key: "sidecar.auth.plugin",
+                reason: "must be caching_sha2_password or mysql_native_password".into(),
+            })?,
         tls_available: config.tls.cert.is_some(),
         cache: Arc::new(AuthCache::new()),
         rsa_key: Arc::new(rsa_key),

@@ -72,7 +72,12 @@ impl Registry {
     }
 
     pub fn ids(&self) -> Vec<u32> {
-        self.live.lock().expect("not poisoned").keys().copied().collect()
+        self.live
+            .lock()
+            .expect("not poisoned")
+            .keys()
+            .copied()
+            .collect()
     }
 
     pub fn len(&self) -> usize {
