@@ -107,6 +107,14 @@ mod tests {
         file.gateway
             .validate()
             .expect("config.example.toml is valid");
+        file.sidecar
+            .validate()
+            .expect("config.example.toml's sidecar section is valid");
+        assert_eq!(file.sidecar.auth.users.len(), 1);
+        assert_eq!(
+            file.sidecar.upstream_authority().unwrap(),
+            ("gateway.example".to_string(), 8443)
+        );
     }
 
     #[test]
