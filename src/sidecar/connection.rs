@@ -238,12 +238,12 @@ impl Connection {
     }
 
     async fn query(&mut self, sql: String, out: &mut Packets) -> Next {
-        if let Some(kill) = command::parse_kill(&sql) {
-            if self.shared.registry.kill(kill.id, kill.query_only) {
-                return self.ok(out);
-            }
-            // Not one of ours: a backend thread id (CONNECTION_ID()),
-            // which the backend itself handles.
+        // A KILL naming none of ours names a backend thread id
+        // (CONNECTION_ID()), which the backend itself handles.
+        if let Some(kill) = command::parse_kill(&sql)
+            && self.shared.registry.kill(kill.id, kill.query_only)
+        {
+            return self.ok(out);
         }
         if !self.multi_statements && statement::is_multi_statement(&sql) {
             response::err(out, &errors::multi_statements_disabled());
@@ -453,16 +453,20 @@ impl Connection {
                 Ok(None) => break,
                 Err(e) => {
                     // Rows may already be out: the ERR ends them, and the
-                    // connection closes (the statement may have run).
+                    // connection closes if the statement may have run or
+                    // the session is gone (a session the gateway refuses
+                    // arrives here, in the stream's end: streaming calls
+                    // answer 200 first).
                     writer.finish(
                         Some(&errors::from_call(&e, was_in_transaction)),
                         self.session.status(),
                         0,
                         out,
                     );
-                    return match e {
-                        CallError::Api(_) => Next::Continue,
-                        _ => Next::Close,
+                    return if errors::call_ends_session(&e) {
+                        Next::Close
+                    } else {
+                        Next::Continue
                     };
                 }
             }

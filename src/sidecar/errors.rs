@@ -96,17 +96,23 @@ pub fn call_ends_session(e: &CallError) -> bool {
     }
 }
 
+/// ER_NET_READ_ERROR (08S01, a communication failure: drivers and pools
+/// discard the connection). Not 2013: that number belongs to the client
+/// library's own range (2000–2999), and libmariadb rejects such a number
+/// from a server as a malformed packet.
+const LOST: u16 = 1158;
+
 /// A request that failed as a whole, as the client's error.
 pub fn from_call(e: &CallError, in_transaction: bool) -> MysqlError {
     match e {
         CallError::Unavailable { .. } => error(
-            2013,
+            1105,
             "HY000",
             format!("Lost connection to MySQL server: {e}; the statement was not sent"),
         ),
         CallError::Lost(detail) => error(
-            2013,
-            "HY000",
+            LOST,
+            "08S01",
             format!(
                 "Lost connection to MySQL server during query: the connection to the gateway failed ({detail}); the statement may have executed{}",
                 if in_transaction {
@@ -131,8 +137,8 @@ pub fn from_call(e: &CallError, in_transaction: bool) -> MysqlError {
                 format!("Too many connections: {}", api.message),
             ),
             Code::PermissionDenied => error(
-                2013,
-                "HY000",
+                LOST,
+                "08S01",
                 format!(
                     "Lost connection to MySQL server: the gateway no longer knows this session ({}){}",
                     api.message,
@@ -146,8 +152,8 @@ pub fn from_call(e: &CallError, in_transaction: bool) -> MysqlError {
             _ => error(1105, "HY000", format!("gateway: {}", api.message)),
         },
         other => error(
-            2013,
-            "HY000",
+            LOST,
+            "08S01",
             format!("Lost connection to MySQL server: {other}"),
         ),
     }

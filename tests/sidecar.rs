@@ -1,0 +1,500 @@
+//! The sidecar through real parts: a private MariaDB, the gateway and the
+//! sidecar in-process, and real MySQL clients (the `mariadb` command-line
+//! client and `mysql_async`). Most checks are differential: the same
+//! statements run directly against MariaDB and through the sidecar, and the
+//! answers (values, column metadata, affected rows, insert ids, warnings,
+//! errors) must be identical.
+
+mod common;
+
+use std::path::PathBuf;
+use tokio::process::Command;
+
+use mysql_async::prelude::*;
+use mysql_async::{Conn, OptsBuilder, Value};
+
+use myquic::config::Secret;
+use myquic::sidecar::config::LocalUser;
+use myquic::sidecar::{Sidecar, SidecarConfig};
+
+use common::Stack;
+
+const LOCAL_USER: &str = "app";
+const LOCAL_PASSWORD: &str = "local-secret";
+
+/// MariaDB + gateway + sidecar.
+struct Chain {
+    stack: Stack,
+    sidecar: Sidecar,
+    socket: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Chain {
+    async fn start() -> Self {
+        Self::start_with(|_| {}).await
+    }
+
+    async fn start_with(tweak: impl FnOnce(&mut SidecarConfig)) -> Self {
+        let stack = Stack::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("sidecar.sock");
+        let mut config = SidecarConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            socket: Some(socket.clone()),
+            ..Default::default()
+        };
+        config.auth.users = vec![LocalUser {
+            username: LOCAL_USER.into(),
+            password: secret(LOCAL_PASSWORD),
+        }];
+        config.upstream.url = format!("https://localhost:{}", stack.addr().port());
+        config.upstream.ca = Some(stack.cert.clone());
+        config.upstream.username = common::USER.into();
+        config.upstream.password = secret(common::PASSWORD);
+        tweak(&mut config);
+        let sidecar = Sidecar::start(config).await.expect("sidecar starts");
+        Self {
+            stack,
+            sidecar,
+            socket,
+            _dir: dir,
+        }
+    }
+
+    /// A `mysql_async` connection through the sidecar (TCP).
+    async fn client(&self) -> Conn {
+        let opts = OptsBuilder::default()
+            .ip_or_hostname("127.0.0.1")
+            .tcp_port(self.sidecar.addr().port())
+            .prefer_socket(false)
+            .user(Some(LOCAL_USER))
+            .pass(Some(LOCAL_PASSWORD))
+            .db_name(Some("app"));
+        Conn::new(opts).await.expect("connects through the sidecar")
+    }
+
+    /// A `mysql_async` connection straight to MariaDB, as the same
+    /// backend account the gateway uses.
+    async fn direct(&self) -> Conn {
+        let opts = OptsBuilder::default()
+            .ip_or_hostname("localhost")
+            .socket(Some(self.stack.db.socket.to_string_lossy().into_owned()))
+            .prefer_socket(true)
+            .user(Some("app"))
+            .pass(Some("app-backend-pw"))
+            .db_name(Some("app"))
+            .client_found_rows(true);
+        Conn::new(opts).await.expect("connects to MariaDB")
+    }
+}
+
+fn secret(v: &str) -> Secret {
+    Secret {
+        value: Some(v.into()),
+        ..Default::default()
+    }
+}
+
+/// Column metadata a client sees, every attribute.
+fn columns(cols: &[mysql_async::Column]) -> Vec<String> {
+    cols.iter()
+        .map(|c| {
+            format!(
+                "{}.{}.{} (org {}.{}) type={:?} flags={:?} charset={} len={} decimals={}",
+                c.schema_str(),
+                c.table_str(),
+                c.name_str(),
+                c.org_table_str(),
+                c.org_name_str(),
+                c.column_type(),
+                c.flags(),
+                c.character_set(),
+                c.column_length(),
+                c.decimals()
+            )
+        })
+        .collect()
+}
+
+/// Every result of a text query: columns, rows, affected rows, insert id,
+/// warnings — or the error.
+async fn text_results(conn: &mut Conn, sql: &str) -> String {
+    let mut out = String::new();
+    let mut result = match conn.query_iter(sql).await {
+        Ok(r) => r,
+        Err(e) => return format!("error: {e}"),
+    };
+    loop {
+        let cols = result.columns().map(|c| columns(&c)).unwrap_or_default();
+        let rows: Result<Vec<mysql_async::Row>, _> = result.collect().await;
+        match rows {
+            Ok(rows) => {
+                let values: Vec<Vec<Value>> = rows.into_iter().map(|r| r.unwrap()).collect();
+                out.push_str(&format!(
+                    "cols={cols:#?} rows={values:?} affected={} insert_id={:?} warnings={}\n",
+                    result.affected_rows(),
+                    result.last_insert_id(),
+                    result.warnings()
+                ));
+            }
+            Err(e) => {
+                out.push_str(&format!("error: {e}\n"));
+                break;
+            }
+        }
+        if result.is_empty() {
+            break;
+        }
+    }
+    out
+}
+
+/// A prepared statement's result (binary protocol).
+async fn binary_results(conn: &mut Conn, sql: &str, params: Vec<Value>) -> String {
+    let stmt = match conn.prep(sql).await {
+        Ok(s) => s,
+        Err(e) => return format!("prepare error: {e}"),
+    };
+    let params = if params.is_empty() {
+        mysql_async::Params::Empty
+    } else {
+        mysql_async::Params::Positional(params)
+    };
+    let mut result = match conn.exec_iter(&stmt, params).await {
+        Ok(r) => r,
+        Err(e) => return format!("execute error: {e}"),
+    };
+    let cols = result.columns().map(|c| columns(&c)).unwrap_or_default();
+    let rows: Vec<mysql_async::Row> = match result.collect().await {
+        Ok(rows) => rows,
+        Err(e) => return format!("error: {e}"),
+    };
+    let values: Vec<Vec<Value>> = rows.into_iter().map(|r| r.unwrap()).collect();
+    let summary = format!(
+        "cols={cols:#?} rows={values:?} affected={} insert_id={:?}",
+        result.affected_rows(),
+        result.last_insert_id()
+    );
+    drop(result);
+    conn.close(stmt).await.unwrap();
+    summary
+}
+
+const TYPES_TABLE: &str = "CREATE TABLE types (
+    id INT AUTO_INCREMENT PRIMARY KEY,
+    ti TINYINT, tu TINYINT UNSIGNED, si SMALLINT, su SMALLINT UNSIGNED,
+    mi MEDIUMINT, mu MEDIUMINT UNSIGNED, i INT, iu INT UNSIGNED,
+    bi BIGINT, bu BIGINT UNSIGNED,
+    de DECIMAL(65,30), f FLOAT, d DOUBLE,
+    dt DATE, dtm DATETIME(6), ts TIMESTAMP(6) NULL, tm TIME(6), y YEAR,
+    c CHAR(10), vc VARCHAR(100), tx TEXT,
+    bn BINARY(4), vb VARBINARY(300), bl BLOB,
+    js JSON, en ENUM('a','b','c'), st SET('x','y','z'), bt BIT(10),
+    nul INT
+) DEFAULT CHARSET utf8mb4";
+
+const TYPES_ROWS: &str = "INSERT INTO types VALUES
+ (NULL, -128, 255, -32768, 65535, -8388608, 16777215, -2147483648, 4294967295,
+  -9223372036854775808, 18446744073709551615,
+  '-12345678901234567890123456789012345.123456789012345678901234567890', 1.5, -2.2250738585072014e-308,
+  '2024-02-29', '2024-02-29 23:59:59.999999', '2038-01-19 03:14:07.000001', '-838:59:59.000000', 2155,
+  'chär', 'emoji 🐬 ok', REPEAT('t', 1000),
+  X'00FF10AB', X'000102030405060708090A0B0C0D0E0F', NULL,
+  '{\"k\": [1, 2.5, \"v\"]}', 'b', 'x,z', b'1010101010', NULL),
+ (NULL, 127, 0, 32767, 0, 8388607, 0, 2147483647, 0,
+  9223372036854775807, 0,
+  '0.000000000000000000000000000001', -0.25, 1.7976931348623157e308,
+  '0000-00-00', '0000-00-00 00:00:00', NULL, '00:00:00', 1901,
+  '', '', '',
+  X'00000000', X'', X'',
+  'null', 'a', '', b'0', 7)";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_column_type_is_identical_in_text_and_binary_protocol() {
+    let chain = Chain::start().await;
+    let mut direct = chain.direct().await;
+    direct.query_drop(TYPES_TABLE).await.unwrap();
+    direct.query_drop(TYPES_ROWS).await.unwrap();
+    // All 256 byte values, bound as a parameter through the sidecar.
+    let mut via = chain.client().await;
+    let all_bytes: Vec<u8> = (0..=255).collect();
+    via.exec_drop(
+        "UPDATE types SET bl = ? WHERE id = 1",
+        (Value::Bytes(all_bytes.clone()),),
+    )
+    .await
+    .unwrap();
+    let stored: Vec<u8> = direct
+        .query_first("SELECT bl FROM types WHERE id = 1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored, all_bytes, "BLOB parameter stored exactly");
+
+    let query = "SELECT * FROM types ORDER BY id";
+    let expected = text_results(&mut direct, query).await;
+    assert!(
+        expected.contains("rows=[[") && !expected.contains("error"),
+        "{expected}"
+    );
+    assert_eq!(
+        text_results(&mut via, query).await,
+        expected,
+        "text protocol"
+    );
+    let expected = binary_results(&mut direct, query, vec![]).await;
+    assert_eq!(
+        binary_results(&mut via, query, vec![]).await,
+        expected,
+        "binary protocol"
+    );
+    // Parameters of every type, written through the sidecar and read back.
+    let insert = "INSERT INTO types (ti, tu, bi, bu, de, f, d, dt, dtm, tm, vc, vb, js, nul)
+                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    let params = vec![
+        Value::Int(-5),
+        Value::UInt(200),
+        Value::Int(i64::MIN),
+        Value::UInt(u64::MAX),
+        Value::Bytes(b"3.141592653589793238462643383279".to_vec()),
+        Value::Float(0.5),
+        Value::Double(1e300),
+        Value::Date(2001, 2, 3, 0, 0, 0, 0),
+        Value::Date(2001, 2, 3, 4, 5, 6, 789012),
+        Value::Time(true, 1, 2, 3, 4, 5),
+        Value::Bytes("naïve ☃ 🐬".as_bytes().to_vec()),
+        Value::Bytes(vec![0, 255, 39, 92, 34]),
+        Value::Bytes(br#"{"a": "b'c"}"#.to_vec()),
+        Value::NULL,
+    ];
+    let insert_result = binary_results(&mut via, insert, params.clone()).await;
+    assert!(insert_result.contains("affected=1"), "{insert_result}");
+    let direct_insert = binary_results(&mut direct, insert, params).await;
+    assert!(direct_insert.contains("affected=1"), "{direct_insert}");
+    let pick = "SELECT ti, tu, bi, bu, de, f, d, dt, dtm, tm, vc, vb, js, nul FROM types WHERE id > ? ORDER BY id";
+    let expected = binary_results(&mut direct, pick, vec![Value::Int(2)]).await;
+    let got = binary_results(&mut via, pick, vec![Value::Int(2)]).await;
+    assert_eq!(got, expected, "parameters round-trip like a direct server");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statements_results_and_errors_match_mariadb() {
+    let chain = Chain::start().await;
+    let mut direct = chain.direct().await;
+    let mut via = chain.client().await;
+    direct
+        .query_drop(
+            "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(20) UNIQUE, n INT)",
+        )
+        .await
+        .unwrap();
+    direct
+        .query_drop(
+            "CREATE PROCEDURE two(x INT) BEGIN SELECT x AS a; SELECT x + 1 AS b, 'z' AS c; END",
+        )
+        .await
+        .unwrap();
+    let script = [
+        "INSERT INTO t (v, n) VALUES ('a', 1), ('b', 2)",
+        "UPDATE t SET n = n + 1",
+        "UPDATE t SET n = n WHERE v = 'a'",
+        "SELECT LAST_INSERT_ID(), ROW_COUNT()",
+        "INSERT INTO t (v) VALUES ('a')",
+        "SELEC 1",
+        "SELECT * FROM missing",
+        "SELECT 1; SELECT 'two', 2.5; INSERT INTO t (v) VALUES ('c')",
+        "CALL two(41)",
+        "SELECT 1; SELECT * FROM missing; SELECT 3",
+        "SELECT CAST('x' AS SIGNED)",
+        "SHOW WARNINGS",
+        "INSERT INTO t (v, n) VALUES ('w', 'notanumber')",
+        "DO 1",
+        "SELECT * FROM t ORDER BY id",
+    ];
+    // Run the script twice against fresh tables, once each way, and
+    // compare everything.
+    let mut outputs = Vec::new();
+    for conn in [&mut via, &mut direct] {
+        conn.query_drop("DROP TABLE t").await.unwrap();
+        conn.query_drop(
+            "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(20) UNIQUE, n INT)",
+        )
+        .await
+        .unwrap();
+        let mut out = Vec::new();
+        for sql in script {
+            out.push(format!("{sql}\n{}", text_results(conn, sql).await));
+        }
+        outputs.push(out);
+    }
+    for (got, expected) in outputs[0].iter().zip(&outputs[1]) {
+        assert_eq!(got, expected);
+    }
+    let dup = &outputs[0][4];
+    assert!(dup.contains("1062") && dup.contains("23000"), "{dup}");
+    assert!(
+        outputs[0][8].contains("..b (org"),
+        "procedure result sets: {}",
+        outputs[0][8]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_commit_and_roll_back() {
+    let chain = Chain::start().await;
+    let mut via = chain.client().await;
+    let mut other = chain.client().await;
+    via.query_drop("CREATE TABLE acct (id INT PRIMARY KEY, bal INT)")
+        .await
+        .unwrap();
+    via.query_drop("INSERT INTO acct VALUES (1, 100)")
+        .await
+        .unwrap();
+    via.query_drop("BEGIN").await.unwrap();
+    via.exec_drop("UPDATE acct SET bal = bal - ? WHERE id = 1", (30,))
+        .await
+        .unwrap();
+    let seen: i64 = other
+        .query_first("SELECT bal FROM acct WHERE id = 1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(seen, 100, "uncommitted change invisible to others");
+    via.query_drop("ROLLBACK").await.unwrap();
+    via.query_drop("START TRANSACTION").await.unwrap();
+    via.query_drop("UPDATE acct SET bal = 50 WHERE id = 1")
+        .await
+        .unwrap();
+    via.query_drop("COMMIT").await.unwrap();
+    let seen: i64 = other
+        .query_first("SELECT bal FROM acct WHERE id = 1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(seen, 50);
+    // autocommit off: statements open a transaction that ROLLBACK undoes.
+    via.query_drop("SET autocommit = 0").await.unwrap();
+    via.query_drop("UPDATE acct SET bal = 0").await.unwrap();
+    via.query_drop("ROLLBACK").await.unwrap();
+    let seen: i64 = other
+        .query_first("SELECT bal FROM acct WHERE id = 1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(seen, 50);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_commands_behave_like_a_server() {
+    let chain = Chain::start().await;
+    let mut via = chain.client().await;
+    via.query_drop("SET @x = 42").await.unwrap();
+    via.ping().await.unwrap();
+    let x: Option<i64> = via.query_first("SELECT @x").await.unwrap().unwrap();
+    assert_eq!(x, Some(42));
+    // COM_RESET_CONNECTION really resets (a new session upstream).
+    assert!(
+        via.reset().await.unwrap(),
+        "COM_RESET_CONNECTION is supported"
+    );
+    let x: Option<i64> = via.query_first("SELECT @x").await.unwrap().unwrap();
+    assert_eq!(x, None, "session variables gone after reset");
+    // COM_INIT_DB.
+    via.query_drop("CREATE DATABASE IF NOT EXISTS app")
+        .await
+        .unwrap();
+    via.query_drop("USE app").await.unwrap();
+    let db: String = via.query_first("SELECT DATABASE()").await.unwrap().unwrap();
+    assert_eq!(db, "app");
+    // An unknown default database fails the first command, not silently.
+    let bad = OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(chain.sidecar.addr().port())
+        .prefer_socket(false)
+        .user(Some(LOCAL_USER))
+        .pass(Some(LOCAL_PASSWORD))
+        .db_name(Some("no_such_db"));
+    match Conn::new(bad).await {
+        Err(e) => assert!(
+            e.to_string().contains("1049") || e.to_string().contains("no_such_db"),
+            "{e}"
+        ),
+        Ok(mut c) => {
+            let e = c.query_drop("SELECT 1").await.unwrap_err();
+            assert!(e.to_string().contains("no_such_db"), "{e}");
+        }
+    }
+    // Wrong local password.
+    let wrong = OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(chain.sidecar.addr().port())
+        .prefer_socket(false)
+        .user(Some(LOCAL_USER))
+        .pass(Some("nope"));
+    let e = Conn::new(wrong).await.unwrap_err().to_string();
+    assert!(e.contains("1045"), "{e}");
+    // A session id from KILL QUERY on an idle connection is harmless.
+    let id = via.id();
+    let mut killer = chain.client().await;
+    killer.query_drop(format!("KILL QUERY {id}")).await.unwrap();
+    let one: i64 = via.query_first("SELECT 1").await.unwrap().unwrap();
+    assert_eq!(one, 1);
+}
+
+/// The `mariadb` client in batch mode prints exactly what it prints when
+/// connected to MariaDB itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_cli_batch_mode_matches_a_direct_connection() {
+    let chain = Chain::start().await;
+    let script = "
+        CREATE TABLE cli (id INT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(40), price DECIMAL(8,2), seen DATETIME(3), raw VARBINARY(8));
+        INSERT INTO cli (name, price, seen, raw) VALUES ('tea 🍵', 3.50, '2024-01-02 03:04:05.678', X'00FF'), ('coffee', NULL, NULL, NULL);
+        SELECT * FROM cli ORDER BY id;
+        SELECT COUNT(*), SUM(price), MAX(seen) FROM cli;
+        UPDATE cli SET price = price * 2 WHERE price IS NOT NULL;
+        SELECT ROW_COUNT(), LAST_INSERT_ID();
+        SELECT CAST('12abc' AS INT);
+        SHOW WARNINGS;
+        SELECT * FROM missing_table;
+        SELECT 'after an error, with --force';
+        DROP TABLE cli;
+    ";
+    let run = |args: Vec<String>| async move {
+        let mut output = Command::new("mariadb")
+            .args(["--no-defaults", "--batch", "--force", "--column-type-info"])
+            .arg("--default-character-set=utf8mb4")
+            .args(&args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the mariadb client runs");
+        use tokio::io::AsyncWriteExt;
+        let mut stdin = output.stdin.take().unwrap();
+        stdin.write_all(script.as_bytes()).await.unwrap();
+        drop(stdin);
+        let output = output.wait_with_output().await.unwrap();
+        (
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let via = run(vec![
+        format!("--socket={}", chain.socket.display()),
+        format!("--user={LOCAL_USER}"),
+        format!("--password={LOCAL_PASSWORD}"),
+        "app".into(),
+    ])
+    .await;
+    let direct = run(vec![
+        format!("--socket={}", chain.stack.db.socket.display()),
+        "--user=app".into(),
+        "--password=app-backend-pw".into(),
+        "app".into(),
+    ])
+    .await;
+    assert!(via.0.contains("tea 🍵"), "{via:?}");
+    assert!(via.1.contains("ERROR 1146 (42S02)"), "{via:?}");
+    assert_eq!(via, direct);
+}
