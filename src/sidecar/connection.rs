@@ -37,7 +37,6 @@ const WRITE_CHUNK: usize = 64 * 1024;
 struct Prepared {
     sql: String,
     params: StatementParams,
-    columns: usize,
 }
 
 pub struct Connection {
@@ -291,7 +290,6 @@ impl Connection {
             Prepared {
                 sql,
                 params: StatementParams::new(params),
-                columns: prepared.fields.len(),
             },
         );
         Next::Continue
@@ -309,7 +307,6 @@ impl Connection {
                 return Next::Continue;
             }
         };
-        let _ = stmt.columns;
         let sql = stmt.sql.clone();
         self.run_statement(sql, binds, RowFormat::Binary, out).await
     }
