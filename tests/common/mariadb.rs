@@ -36,12 +36,20 @@ fn which(binary: &str) -> PathBuf {
 /// Builds the template datadir once; concurrent test binaries race
 /// safely by building in a private directory and renaming it into place.
 fn template() -> PathBuf {
+    // One builder per process too: concurrent bootstraps in one test
+    // binary collided on temporary files.
+    static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
     let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mariadb-template");
     if root.join("ready").exists() {
         return root;
     }
     let staging = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
+    let tmp = staging.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
     let mut cmd = Command::new(which("mariadb-install-db"));
+    // A private temporary directory, not the shared /tmp.
+    cmd.env("TMPDIR", &tmp);
     cmd.arg("--no-defaults")
         .arg(format!(
             "--datadir={}",
@@ -94,6 +102,7 @@ impl MariaDb {
             .arg(format!("--datadir={}", dir.path().join("data").display()))
             .arg(format!("--socket={}", socket.display()))
             .arg(format!("--pid-file={}", dir.path().join("pid").display()))
+            .arg(format!("--tmpdir={}", dir.path().display()))
             .arg("--skip-networking")
             .arg("--innodb-buffer-pool-size=32M")
             .arg("--innodb-log-file-size=16M")
