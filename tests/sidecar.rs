@@ -498,3 +498,95 @@ async fn mariadb_cli_batch_mode_matches_a_direct_connection() {
     assert!(via.1.contains("ERROR 1146 (42S02)"), "{via:?}");
     assert_eq!(via, direct);
 }
+
+/// Logs in by hand (open mode, mysql_native_password, empty password) so
+/// that raw, broken packets can follow.
+async fn raw_login(addr: std::net::SocketAddr) -> tokio::net::TcpStream {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let greeting = read_packet(&mut s).await;
+    assert_eq!(greeting[0], 10, "protocol 10 greeting");
+    let caps: u32 = 0x0000_0200 | 0x0000_8000 | 0x0008_0000; // PROTOCOL_41 | SECURE_CONNECTION | PLUGIN_AUTH
+    let mut body = Vec::new();
+    body.extend_from_slice(&caps.to_le_bytes());
+    body.extend_from_slice(&(16u32 << 20).to_le_bytes());
+    body.push(45);
+    body.extend_from_slice(&[0; 23]);
+    body.extend_from_slice(b"anyone\0");
+    body.push(0); // empty auth response
+    body.extend_from_slice(b"mysql_native_password\0");
+    write_packet(&mut s, 1, &body).await;
+    let ok = read_packet(&mut s).await;
+    assert_eq!(ok[0], 0, "login OK: {ok:?}");
+    s
+}
+
+async fn read_packet(s: &mut tokio::net::TcpStream) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut header = [0u8; 4];
+    s.read_exact(&mut header).await.unwrap();
+    let len = u32::from_le_bytes([header[0], header[1], header[2], 0]) as usize;
+    let mut payload = vec![0; len];
+    s.read_exact(&mut payload).await.unwrap();
+    payload
+}
+
+async fn write_packet(s: &mut tokio::net::TcpStream, seq: u8, payload: &[u8]) {
+    use tokio::io::AsyncWriteExt;
+    let len = (payload.len() as u32).to_le_bytes();
+    s.write_all(&[len[0], len[1], len[2], seq]).await.unwrap();
+    s.write_all(payload).await.unwrap();
+}
+
+async fn closed(s: &mut tokio::net::TcpStream) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut b = [0u8; 1];
+    matches!(
+        tokio::time::timeout(std::time::Duration::from_secs(5), s.read(&mut b)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
+fn err_code(payload: &[u8]) -> u16 {
+    assert_eq!(payload[0], 0xff, "an ERR packet: {payload:?}");
+    u16::from_le_bytes([payload[1], payload[2]])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_packets_get_an_error_and_a_close_and_others_go_on() {
+    let chain = Chain::start_with(|c| {
+        c.auth.users.clear();
+        c.auth.plugin = "mysql_native_password".into();
+        c.max_allowed_packet = 1 << 20;
+    })
+    .await;
+    let addr = chain.sidecar.addr();
+    // Unknown command: ERR 1047, and the connection stays usable.
+    let mut s = raw_login(addr).await;
+    write_packet(&mut s, 0, &[0x1d]).await; // COM_BINLOG_DUMP_GTID
+    assert_eq!(err_code(&read_packet(&mut s).await), 1047);
+    write_packet(&mut s, 0, &[0x0e]).await; // COM_PING
+    assert_eq!(read_packet(&mut s).await[0], 0, "still serving after 1047");
+    // Malformed command: ERR 1835, then the connection closes.
+    write_packet(&mut s, 0, &[0x17, 1]).await; // truncated COM_STMT_EXECUTE
+    assert_eq!(err_code(&read_packet(&mut s).await), 1835);
+    assert!(closed(&mut s).await, "closed after a malformed packet");
+    // Oversized packet: ERR 1153 as soon as the header says so, then a close.
+    let mut s = raw_login(addr).await;
+    use tokio::io::AsyncWriteExt;
+    s.write_all(&[0xff, 0xff, 0x3f, 0, 3]).await.unwrap();
+    assert_eq!(err_code(&read_packet(&mut s).await), 1153);
+    assert!(closed(&mut s).await, "closed after an oversized packet");
+    // Everyone else is unaffected.
+    let mut conn = Conn::new(
+        OptsBuilder::default()
+            .ip_or_hostname("127.0.0.1")
+            .tcp_port(addr.port())
+            .prefer_socket(false)
+            .user(Some("anyone"))
+            .pass(Some("whatever")),
+    )
+    .await
+    .unwrap();
+    let one: i64 = conn.query_first("SELECT 1").await.unwrap().unwrap();
+    assert_eq!(one, 1);
+}
