@@ -44,6 +44,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::packet::{Packet, Packets};
+use super::response;
 use super::{CapabilityFlags, StatusFlags, server_capabilities};
 use crate::translate::errors::MysqlError;
 
@@ -606,7 +607,7 @@ impl Handshake {
     ) -> Result<Progress, AuthFailure> {
         if let Err(failure) = &result {
             self.state = State::Failed;
-            write_err(out, &failure.to_mysql());
+            response::err(out, &failure.to_mysql());
         }
         self.next_seq = out.seq;
         result
@@ -967,30 +968,17 @@ fn digest_eq(a: &[u8], b: &[u8]) -> bool {
 // Packets
 // ---------------------------------------------------------------------------
 
+/// The login's OK: nothing affected, autocommit on (a new session).
 fn write_ok(out: &mut Packets) {
-    out.push(|b| {
-        b.put_u8(0x00);
-        b.put_u8(0); // affected rows (lenenc 0)
-        b.put_u8(0); // last insert id (lenenc 0)
-        b.put_u16_le(StatusFlags::SERVER_STATUS_AUTOCOMMIT.bits());
-        b.put_u16_le(0); // warnings
-    });
-}
-
-/// ERR packet, 4.1 format. Private for now; `response.rs` will own the
-/// general encoder.
-fn write_err(out: &mut Packets, e: &MysqlError) {
-    let mut state = *b"HY000";
-    if e.state.len() == 5 {
-        state.copy_from_slice(e.state.as_bytes());
-    }
-    out.push(|b| {
-        b.put_u8(0xff);
-        b.put_u16_le(e.code);
-        b.put_u8(b'#');
-        b.put_slice(&state);
-        b.put_slice(e.message.as_bytes());
-    });
+    response::ok(
+        out,
+        CapabilityFlags::CLIENT_PROTOCOL_41,
+        0,
+        0,
+        StatusFlags::SERVER_STATUS_AUTOCOMMIT,
+        0,
+        "",
+    );
 }
 
 fn put_nul_str(b: &mut bytes::BytesMut, s: &[u8]) {
