@@ -140,13 +140,8 @@ async fn gateway(file: ConfigFile, args: GatewayArgs) -> ExitCode {
         config.tls.cert = None;
         config.tls.key = None;
     }
-    if let Err(e) = config.validate() {
-        eprintln!("myquic: {e}");
-        return ExitCode::from(EXIT_CONFIG);
-    }
-    if args.check_config {
-        println!("configuration OK");
-        return ExitCode::SUCCESS;
+    if let Some(exit) = stop_after_checking(config.validate(), args.check_config) {
+        return exit;
     }
     let gateway = match Gateway::start(config).await {
         Ok(g) => g,
@@ -199,13 +194,8 @@ async fn sidecar(file: ConfigFile, args: SidecarArgs) -> ExitCode {
             }
         }
     }
-    if let Err(e) = config.validate() {
-        eprintln!("myquic: {e}");
-        return ExitCode::from(EXIT_CONFIG);
-    }
-    if args.check_config {
-        println!("configuration OK");
-        return ExitCode::SUCCESS;
+    if let Some(exit) = stop_after_checking(config.validate(), args.check_config) {
+        return exit;
     }
     let sidecar = match Sidecar::start(config).await {
         Ok(s) => s,
@@ -222,6 +212,23 @@ async fn sidecar(file: ConfigFile, args: SidecarArgs) -> ExitCode {
     tracing::info!("shutting down");
     sidecar.shutdown().await;
     ExitCode::SUCCESS
+}
+
+/// Ends the process if the configuration is invalid (exit 64) or only a
+/// check was asked for (`--check-config`).
+fn stop_after_checking(
+    valid: Result<(), myquic::config::ConfigError>,
+    check_only: bool,
+) -> Option<ExitCode> {
+    if let Err(e) = valid {
+        eprintln!("myquic: {e}");
+        return Some(ExitCode::from(EXIT_CONFIG));
+    }
+    if check_only {
+        println!("configuration OK");
+        return Some(ExitCode::SUCCESS);
+    }
+    None
 }
 
 async fn shutdown_signal() {

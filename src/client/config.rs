@@ -63,6 +63,19 @@ pub(crate) fn jitter_between(low: Duration, high: Duration) -> Duration {
     low + Duration::from_micros(rand::random_range(0..=span))
 }
 
+/// Default settings, shared with the sidecar's `[sidecar.upstream]` keys
+/// (the reasons are on the [`ClientConfig`] fields).
+pub mod defaults {
+    use std::time::Duration;
+
+    pub const H3_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(1);
+    pub const PROBE_INTERVAL: Duration = Duration::from_secs(10);
+    pub const KEEP_ALIVE: Duration = Duration::from_secs(1);
+    pub const IDLE_TIMEOUT: Duration = Duration::from_secs(3);
+    pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+    pub const COMPRESS_MIN_BYTES: usize = 1024;
+}
+
 /// Everything a client needs. [`ClientConfig::new`] fills in the defaults.
 #[derive(Clone)]
 pub struct ClientConfig {
@@ -127,13 +140,13 @@ impl ClientConfig {
             username: username.into(),
             password: password.into(),
             transport: TransportPreference::Auto,
-            h3_handshake_timeout: Duration::from_secs(1),
-            probe_interval: Duration::from_secs(10),
-            keep_alive: Duration::from_secs(1),
-            idle_timeout: Duration::from_secs(3),
-            connect_timeout: Duration::from_secs(5),
+            h3_handshake_timeout: defaults::H3_HANDSHAKE_TIMEOUT,
+            probe_interval: defaults::PROBE_INTERVAL,
+            keep_alive: defaults::KEEP_ALIVE,
+            idle_timeout: defaults::IDLE_TIMEOUT,
+            connect_timeout: defaults::CONNECT_TIMEOUT,
             reconnect_backoff: Backoff::default(),
-            compress_min_bytes: 1024,
+            compress_min_bytes: defaults::COMPRESS_MIN_BYTES,
             accept_encodings: vec![Encoding::Zstd, Encoding::Snappy],
             max_message_bytes: 128 << 20,
             congestion: Congestion::default(),

@@ -28,7 +28,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::debug;
 
 pub use call::{ExecuteStream, Reply};
-pub use config::{Backoff, ClientConfig, ConfigError, TransportPreference};
+pub use config::{Backoff, ClientConfig, ConfigError, TransportPreference, defaults};
 pub use connector::Stats;
 pub use error::CallError;
 pub use session::RawSession;
@@ -130,13 +130,7 @@ impl Client {
         query: impl Into<String>,
         bind_variables: HashMap<String, pb::BindVariable>,
     ) -> Result<Reply<pb::ExecuteResponse>, CallError> {
-        let request = pb::ExecuteRequest {
-            session: None,
-            query: query.into(),
-            bind_variables,
-            prepared: false,
-        };
-        let body = encode_with_session(session, &request);
+        let body = execute_body(session, query.into(), bind_variables);
         let prepared = self.inner.wire.unary(Method::Execute, body);
         self.unary(prepared, SESSION_FIELD).await
     }
@@ -149,13 +143,7 @@ impl Client {
         query: impl Into<String>,
         bind_variables: HashMap<String, pb::BindVariable>,
     ) -> Result<ExecuteStream, CallError> {
-        let request = pb::ExecuteRequest {
-            session: None,
-            query: query.into(),
-            bind_variables,
-            prepared: false,
-        };
-        let body = encode_with_session(session, &request);
+        let body = execute_body(session, query.into(), bind_variables);
         let prepared = self.inner.wire.streaming(Method::StreamExecute, body);
         let started = Instant::now();
         let (response, transport) = self.send(&prepared).await?;
@@ -241,4 +229,19 @@ impl Client {
             }
         }
     }
+}
+
+/// The body of an `Execute` or `StreamExecute` request (the same message).
+fn execute_body(
+    session: Option<&RawSession>,
+    query: String,
+    bind_variables: HashMap<String, pb::BindVariable>,
+) -> bytes::Bytes {
+    let request = pb::ExecuteRequest {
+        session: None,
+        query,
+        bind_variables,
+        prepared: false,
+    };
+    encode_with_session(session, &request)
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::client::TransportPreference;
+use crate::client::defaults;
 use crate::config::{ConfigError, Secret};
 use crate::transport::quic::Congestion;
 
@@ -130,14 +131,14 @@ impl Default for UpstreamConfig {
             ca: None,
             username: String::new(),
             password: Secret::default(),
-            transport: TransportPreference::Auto,
-            h3_handshake_timeout: Duration::from_secs(1),
-            probe_interval: Duration::from_secs(10),
-            keep_alive: Duration::from_secs(1),
-            idle_timeout: Duration::from_secs(3),
-            connect_timeout: Duration::from_secs(5),
-            compress_min_bytes: 1024,
-            congestion: Congestion::Bbr,
+            transport: TransportPreference::default(),
+            h3_handshake_timeout: defaults::H3_HANDSHAKE_TIMEOUT,
+            probe_interval: defaults::PROBE_INTERVAL,
+            keep_alive: defaults::KEEP_ALIVE,
+            idle_timeout: defaults::IDLE_TIMEOUT,
+            connect_timeout: defaults::CONNECT_TIMEOUT,
+            compress_min_bytes: defaults::COMPRESS_MIN_BYTES,
+            congestion: Congestion::default(),
         }
     }
 }

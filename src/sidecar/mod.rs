@@ -96,8 +96,8 @@ impl Sidecar {
             .map_err(listen_err(config.listen.to_string()))?;
         let shutdown = CancellationToken::new();
         let tasks = TaskTracker::new();
-        tasks.spawn(accept_tcp(
-            tcp,
+        tasks.spawn(accept_loop(
+            Listener::Tcp(tcp),
             shared.clone(),
             shutdown.clone(),
             tasks.clone(),
@@ -106,8 +106,8 @@ impl Sidecar {
             // A stale socket file from a previous run would make bind fail.
             let _ = std::fs::remove_file(path);
             let unix = UnixListener::bind(path).map_err(listen_err(path.display().to_string()))?;
-            tasks.spawn(accept_unix(
-                unix,
+            tasks.spawn(accept_loop(
+                Listener::Unix(unix),
                 shared.clone(),
                 shutdown.clone(),
                 tasks.clone(),
@@ -304,33 +304,32 @@ async fn learn_version(shared: Arc<Shared>) {
     }
 }
 
-async fn accept_tcp(
-    listener: TcpListener,
-    shared: Arc<Shared>,
-    shutdown: CancellationToken,
-    tasks: TaskTracker,
-) {
-    loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            () = shutdown.cancelled() => return,
-        };
-        match accepted {
-            Ok((stream, peer)) => {
+/// Where clients connect: TCP, or a unix socket (a secure transport for
+/// authentication, like TLS).
+enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+impl Listener {
+    /// The next client, whether its transport is secure, and its peer.
+    async fn accept(&self) -> std::io::Result<(Box<dyn Stream>, bool, String)> {
+        match self {
+            Self::Tcp(l) => {
+                let (stream, peer) = l.accept().await?;
                 let _ = stream.set_nodelay(true);
-                let span = info_span!("client", %peer);
-                tasks.spawn(serve(Box::new(stream), false, shared.clone()).instrument(span));
+                Ok((Box::new(stream), false, peer.to_string()))
             }
-            Err(e) => {
-                warn!(error = %e, "accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            Self::Unix(l) => {
+                let (stream, _) = l.accept().await?;
+                Ok((Box::new(stream), true, "unix".to_string()))
             }
         }
     }
 }
 
-async fn accept_unix(
-    listener: UnixListener,
+async fn accept_loop(
+    listener: Listener,
     shared: Arc<Shared>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
@@ -341,9 +340,9 @@ async fn accept_unix(
             () = shutdown.cancelled() => return,
         };
         match accepted {
-            Ok((stream, _)) => {
-                let span = info_span!("client", peer = "unix");
-                tasks.spawn(serve(Box::new(stream), true, shared.clone()).instrument(span));
+            Ok((stream, secure, peer)) => {
+                let span = info_span!("client", %peer);
+                tasks.spawn(serve(stream, secure, shared.clone()).instrument(span));
             }
             Err(e) => {
                 warn!(error = %e, "accept failed");
