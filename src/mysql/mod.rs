@@ -11,6 +11,7 @@ pub mod command;
 pub mod packet;
 pub mod params;
 pub mod response;
+pub mod temporal;
 
 pub use mysql_common::constants::{
     CapabilityFlags, ColumnFlags, ColumnType, Command as CommandCode, StatusFlags,

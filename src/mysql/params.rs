@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use bytes::{Bytes, BytesMut};
 
 use super::ColumnType;
+use super::temporal::{DateTime, Time};
 use crate::api::pb::{BindVariable, Type};
 use crate::translate::errors::MysqlError;
 
@@ -174,18 +175,15 @@ fn read_value(reader: &mut Reader<'_>, ty: ParamType) -> Result<BindVariable, My
         MYSQL_TYPE_FLOAT => float_var(f64::from(f32::from_le_bytes(reader.take_array()?)))?,
         MYSQL_TYPE_DOUBLE => float_var(f64::from_le_bytes(reader.take_array()?))?,
         MYSQL_TYPE_DECIMAL | MYSQL_TYPE_NEWDECIMAL => var(Type::Decimal, reader.lenenc_bytes()?),
-        MYSQL_TYPE_DATE => {
-            let t = read_temporal(reader)?;
-            text_var(
-                Type::Date,
-                format!("{:04}-{:02}-{:02}", t.year, t.month, t.day),
-            )
-        }
-        MYSQL_TYPE_DATETIME | MYSQL_TYPE_TIMESTAMP => {
-            let t = read_temporal(reader)?;
-            text_var(Type::Datetime, datetime_text(&t))
-        }
-        MYSQL_TYPE_TIME => text_var(Type::Time, time_text(&read_time(reader)?)),
+        MYSQL_TYPE_DATE => text_var(
+            Type::Date,
+            DateTime::from_binary(reader.counted()?).date_text(),
+        ),
+        MYSQL_TYPE_DATETIME | MYSQL_TYPE_TIMESTAMP => text_var(
+            Type::Datetime,
+            DateTime::from_binary(reader.counted()?).datetime_text(),
+        ),
+        MYSQL_TYPE_TIME => text_var(Type::Time, Time::from_binary(reader.counted()?).text()),
         MYSQL_TYPE_BIT => var(Type::Varbinary, reader.lenenc_bytes()?),
         // STRING, VAR_STRING, VARCHAR, the BLOBs, ENUM, SET, JSON, GEOMETRY
         // and anything unknown: a length-encoded string, as the server reads it.
@@ -243,83 +241,6 @@ fn float_var(value: f64) -> Result<BindVariable, MysqlError> {
     Ok(text_var(Type::Float64, format!("{value:e}")))
 }
 
-/// DATE/DATETIME/TIMESTAMP parts; missing trailing parts are zero.
-#[derive(Debug, Default)]
-struct Temporal {
-    year: u16,
-    month: u8,
-    day: u8,
-    hour: u8,
-    minute: u8,
-    second: u8,
-    micros: u32,
-}
-
-/// Reads the length-prefixed binary DATE/DATETIME form (0, 4, 7 or 11
-/// bytes; other lengths are read as far as they go, like the server).
-fn read_temporal(reader: &mut Reader<'_>) -> Result<Temporal, MysqlError> {
-    let len = usize::from(reader.u8()?);
-    let d = reader.take(len)?;
-    let mut t = Temporal::default();
-    if len >= 4 {
-        (t.year, t.month, t.day) = (u16::from_le_bytes([d[0], d[1]]), d[2], d[3]);
-    }
-    if len >= 7 {
-        (t.hour, t.minute, t.second) = (d[4], d[5], d[6]);
-    }
-    if len >= 11 {
-        t.micros = u32::from_le_bytes([d[7], d[8], d[9], d[10]]);
-    }
-    Ok(t)
-}
-
-/// TIME parts with the days folded into the hours.
-#[derive(Debug, Default)]
-struct TimeValue {
-    negative: bool,
-    hours: u64,
-    minute: u8,
-    second: u8,
-    micros: u32,
-}
-
-/// Reads the binary TIME form (0, 8 or 12 bytes).
-fn read_time(reader: &mut Reader<'_>) -> Result<TimeValue, MysqlError> {
-    let len = usize::from(reader.u8()?);
-    let d = reader.take(len)?;
-    let mut t = TimeValue::default();
-    if len >= 8 {
-        let days = u32::from_le_bytes([d[1], d[2], d[3], d[4]]);
-        t.negative = d[0] != 0;
-        t.hours = u64::from(days) * 24 + u64::from(d[5]);
-        (t.minute, t.second) = (d[6], d[7]);
-    }
-    if len >= 12 {
-        t.micros = u32::from_le_bytes([d[8], d[9], d[10], d[11]]);
-    }
-    Ok(t)
-}
-
-fn datetime_text(t: &Temporal) -> String {
-    let mut s = format!(
-        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
-        t.year, t.month, t.day, t.hour, t.minute, t.second
-    );
-    if t.micros != 0 {
-        s.push_str(&format!(".{:06}", t.micros));
-    }
-    s
-}
-
-fn time_text(t: &TimeValue) -> String {
-    let sign = if t.negative { "-" } else { "" };
-    let mut s = format!("{sign}{}:{:02}:{:02}", t.hours, t.minute, t.second);
-    if t.micros != 0 {
-        s.push_str(&format!(".{:06}", t.micros));
-    }
-    s
-}
-
 /// A cursor over the payload; every read is bounds-checked and a short
 /// read is the server's "Malformed communication packet".
 struct Reader<'a> {
@@ -343,6 +264,12 @@ impl<'a> Reader<'a> {
 
     fn u8(&mut self) -> Result<u8, MysqlError> {
         Ok(self.take_array::<1>()?[0])
+    }
+
+    /// Bytes preceded by a one-byte count (the binary temporal forms).
+    fn counted(&mut self) -> Result<&'a [u8], MysqlError> {
+        let len = usize::from(self.u8()?);
+        self.take(len)
     }
 
     /// A length-encoded string, as a zero-copy slice of the payload.

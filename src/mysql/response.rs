@@ -15,6 +15,7 @@ use bytes::{BufMut, BytesMut};
 use mysql_common::io::BufMutExt;
 
 use super::packet::Packets;
+use super::temporal::{DateTime, Time};
 use super::{CapabilityFlags, ColumnFlags, ColumnType, StatusFlags};
 use crate::api::pb;
 use crate::translate::errors::MysqlError;
@@ -263,9 +264,9 @@ fn write_binary_value(b: &mut BytesMut, ty: ColumnType, unsigned: bool, text: &[
         (MYSQL_TYPE_FLOAT, _) => b.put_f32_le(parse(text)?),
         (MYSQL_TYPE_DOUBLE, _) => b.put_f64_le(parse(text)?),
         (MYSQL_TYPE_DATE | MYSQL_TYPE_DATETIME | MYSQL_TYPE_TIMESTAMP | MYSQL_TYPE_NEWDATE, _) => {
-            write_binary_datetime(b, &parse_datetime(text)?)
+            DateTime::parse_text(text)?.write_binary(b)
         }
-        (MYSQL_TYPE_TIME, _) => write_binary_time(b, &parse_time(text)?),
+        (MYSQL_TYPE_TIME, _) => Time::parse_text(text)?.write_binary(b),
         // A NULL-typed column has no binary form but NULL.
         (MYSQL_TYPE_NULL, _) => return None,
         // DECIMAL, strings, blobs, JSON, BIT, ENUM, SET, GEOMETRY, VECTOR:
@@ -279,159 +280,6 @@ fn write_binary_value(b: &mut BytesMut, ty: ColumnType, unsigned: bool, text: &[
 /// is a scan of the slice).
 fn parse<T: FromStr>(text: &[u8]) -> Option<T> {
     std::str::from_utf8(text).ok()?.parse().ok()
-}
-
-/// A DATE/DATETIME/TIMESTAMP value's parts.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct DateTime {
-    year: u16,
-    month: u8,
-    day: u8,
-    hour: u8,
-    minute: u8,
-    second: u8,
-    micros: u32,
-}
-
-/// A TIME value's parts, hours unbounded (TIME spans ±838 hours).
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Time {
-    negative: bool,
-    hours: u32,
-    minute: u8,
-    second: u8,
-    micros: u32,
-}
-
-/// MySQL's minimal binary length: 0 when all zero, 4 with the date only,
-/// 7 with a time of day, 11 with microseconds (`Protocol_binary::store`).
-fn write_binary_datetime(b: &mut BytesMut, t: &DateTime) {
-    let len: u8 = if t.micros != 0 {
-        11
-    } else if t.hour != 0 || t.minute != 0 || t.second != 0 {
-        7
-    } else if t.year != 0 || t.month != 0 || t.day != 0 {
-        4
-    } else {
-        0
-    };
-    b.put_u8(len);
-    if len >= 4 {
-        b.put_u16_le(t.year);
-        b.put_u8(t.month);
-        b.put_u8(t.day);
-    }
-    if len >= 7 {
-        b.put_u8(t.hour);
-        b.put_u8(t.minute);
-        b.put_u8(t.second);
-    }
-    if len == 11 {
-        b.put_u32_le(t.micros);
-    }
-}
-
-/// TIME in the binary protocol: 0, 8 or 12 bytes of sign, days, hours,
-/// minutes, seconds and microseconds (`Protocol_binary::store_time`).
-fn write_binary_time(b: &mut BytesMut, t: &Time) {
-    let len: u8 = if t.micros != 0 {
-        12
-    } else if t.hours != 0 || t.minute != 0 || t.second != 0 {
-        8
-    } else {
-        0
-    };
-    b.put_u8(len);
-    if len >= 8 {
-        b.put_u8(u8::from(t.negative));
-        b.put_u32_le(t.hours / 24);
-        b.put_u8((t.hours % 24) as u8);
-        b.put_u8(t.minute);
-        b.put_u8(t.second);
-    }
-    if len == 12 {
-        b.put_u32_le(t.micros);
-    }
-}
-
-/// Parses `YYYY-MM-DD[ HH:MM:SS[.f…]]` as the server writes DATE,
-/// DATETIME and TIMESTAMP values (zero dates included).
-fn parse_datetime(text: &[u8]) -> Option<DateTime> {
-    let (date, time) = match text.len() {
-        10 => (text, None),
-        n if n >= 19 && text[10] == b' ' => (&text[..10], Some(&text[11..])),
-        _ => return None,
-    };
-    if date[4] != b'-' || date[7] != b'-' {
-        return None;
-    }
-    let mut t = DateTime {
-        year: digits(&date[..4])? as u16,
-        month: digits(&date[5..7])? as u8,
-        day: digits(&date[8..10])? as u8,
-        ..DateTime::default()
-    };
-    if let Some(time) = time {
-        let (hms, micros) = split_fraction(time)?;
-        let (hour, minute, second) = parse_hms(hms)?;
-        if hms.len() != 8 || hour > 23 {
-            return None;
-        }
-        (t.hour, t.minute, t.second, t.micros) = (hour as u8, minute, second, micros);
-    }
-    (t.month <= 12 && t.day <= 31).then_some(t)
-}
-
-/// Parses `[-]H…H:MM:SS[.f…]` as the server writes TIME values.
-fn parse_time(text: &[u8]) -> Option<Time> {
-    let (negative, rest) = match text.strip_prefix(b"-") {
-        Some(rest) => (true, rest),
-        None => (false, text),
-    };
-    let (hms, micros) = split_fraction(rest)?;
-    let (hours, minute, second) = parse_hms(hms)?;
-    Some(Time {
-        negative,
-        hours,
-        minute,
-        second,
-        micros,
-    })
-}
-
-/// `H…H:MM:SS` → (hours, minutes, seconds).
-fn parse_hms(text: &[u8]) -> Option<(u32, u8, u8)> {
-    let n = text.len();
-    if n < 7 || text[n - 3] != b':' || text[n - 6] != b':' {
-        return None;
-    }
-    let hours = digits(&text[..n - 6])?;
-    let minute = digits(&text[n - 5..n - 3])?;
-    let second = digits(&text[n - 2..])?;
-    (minute < 60 && second < 60).then_some((hours, minute as u8, second as u8))
-}
-
-/// Splits off a `.f…` fraction (1 to 6 digits), returned in microseconds.
-fn split_fraction(text: &[u8]) -> Option<(&[u8], u32)> {
-    let Some(dot) = text.iter().position(|&c| c == b'.') else {
-        return Some((text, 0));
-    };
-    let fraction = &text[dot + 1..];
-    if fraction.is_empty() || fraction.len() > 6 {
-        return None;
-    }
-    let scale = 10u32.pow(6 - fraction.len() as u32);
-    Some((&text[..dot], digits(fraction)? * scale))
-}
-
-/// A run of 1 to 9 ASCII digits as a number (9 digits cannot overflow).
-fn digits(text: &[u8]) -> Option<u32> {
-    if text.is_empty() || text.len() > 9 {
-        return None;
-    }
-    text.iter().try_fold(0u32, |n, &c| {
-        c.is_ascii_digit().then(|| n * 10 + u32::from(c - b'0'))
-    })
 }
 
 /// The cells of a checked row, without copying: `None` is NULL.
