@@ -62,15 +62,19 @@ impl Chain {
         }
     }
 
-    /// A `mysql_async` connection through the sidecar (TCP).
-    async fn client(&self) -> Conn {
-        let opts = OptsBuilder::default()
+    /// Options for a TCP connection to the sidecar as `user`.
+    fn opts(&self, user: &str, password: &str) -> OptsBuilder {
+        OptsBuilder::default()
             .ip_or_hostname("127.0.0.1")
             .tcp_port(self.sidecar.addr().port())
             .prefer_socket(false)
-            .user(Some(LOCAL_USER))
-            .pass(Some(LOCAL_PASSWORD))
-            .db_name(Some("app"));
+            .user(Some(user))
+            .pass(Some(password))
+    }
+
+    /// A `mysql_async` connection through the sidecar (TCP).
+    async fn client(&self) -> Conn {
+        let opts = self.opts(LOCAL_USER, LOCAL_PASSWORD).db_name(Some("app"));
         Conn::new(opts).await.expect("connects through the sidecar")
     }
 
@@ -408,12 +412,8 @@ async fn connection_commands_behave_like_a_server() {
     let db: String = via.query_first("SELECT DATABASE()").await.unwrap().unwrap();
     assert_eq!(db, "app");
     // An unknown default database fails the first command, not silently.
-    let bad = OptsBuilder::default()
-        .ip_or_hostname("127.0.0.1")
-        .tcp_port(chain.sidecar.addr().port())
-        .prefer_socket(false)
-        .user(Some(LOCAL_USER))
-        .pass(Some(LOCAL_PASSWORD))
+    let bad = chain
+        .opts(LOCAL_USER, LOCAL_PASSWORD)
         .db_name(Some("no_such_db"));
     match Conn::new(bad).await {
         Err(e) => assert!(
@@ -426,12 +426,7 @@ async fn connection_commands_behave_like_a_server() {
         }
     }
     // Wrong local password.
-    let wrong = OptsBuilder::default()
-        .ip_or_hostname("127.0.0.1")
-        .tcp_port(chain.sidecar.addr().port())
-        .prefer_socket(false)
-        .user(Some(LOCAL_USER))
-        .pass(Some("nope"));
+    let wrong = chain.opts(LOCAL_USER, "nope");
     let e = Conn::new(wrong).await.unwrap_err().to_string();
     assert!(e.contains("1045"), "{e}");
     // A session id from KILL QUERY on an idle connection is harmless.
@@ -577,16 +572,7 @@ async fn bad_packets_get_an_error_and_a_close_and_others_go_on() {
     assert_eq!(err_code(&read_packet(&mut s).await), 1153);
     assert!(closed(&mut s).await, "closed after an oversized packet");
     // Everyone else is unaffected.
-    let mut conn = Conn::new(
-        OptsBuilder::default()
-            .ip_or_hostname("127.0.0.1")
-            .tcp_port(addr.port())
-            .prefer_socket(false)
-            .user(Some("anyone"))
-            .pass(Some("whatever")),
-    )
-    .await
-    .unwrap();
+    let mut conn = Conn::new(chain.opts("anyone", "whatever")).await.unwrap();
     let one: i64 = conn.query_first("SELECT 1").await.unwrap().unwrap();
     assert_eq!(one, 1);
 }
