@@ -78,6 +78,17 @@ impl Sidecar {
             reason: e.to_string(),
         })?;
         let auth = auth_config(&config)?;
+        if auth.default_plugin == Plugin::CachingSha2Password {
+            // Generating an RSA key takes long enough to stall a runtime
+            // worker; do it now, off the runtime, rather than in the first
+            // client's login that needs it.
+            let key = auth.rsa_key.clone();
+            tokio::task::spawn_blocking(move || {
+                if let Err(e) = key.public_pem() {
+                    warn!(error = %e, "preparing the RSA key for caching_sha2_password");
+                }
+            });
+        }
         let front_tls = front_tls(&config)?;
         let shared = Arc::new(Shared {
             client,
