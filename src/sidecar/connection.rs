@@ -45,7 +45,6 @@ pub struct Connection {
     pub registration: Registration,
     pub handshake: Handshake,
     pub caps: CapabilityFlags,
-    pub user: String,
     pub session: Session,
     /// An error owed to the client's next command (its default database
     /// could not be selected after the login), which then closes.
@@ -71,7 +70,6 @@ impl Connection {
             handshake,
             multi_statements: caps.contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS),
             caps,
-            user: login.user.clone(),
             session: Session::new(),
             pending_error: None,
             statements: HashMap::new(),
@@ -362,16 +360,12 @@ impl Connection {
     async fn change_user(&mut self, seq: u8, payload: bytes::Bytes, out: &mut Packets) -> Next {
         match super::login::change_user(self, seq, payload, out).await {
             Ok(login) => {
-                self.user = login.user.clone();
                 self.close_upstream();
                 self.statements.clear();
-                match login.database {
-                    Some(db) => {
-                        self.use_database(&db).await;
-                        Next::Continue
-                    }
-                    None => Next::Continue,
+                if let Some(db) = login.database {
+                    self.use_database(&db).await;
                 }
+                Next::Continue
             }
             Err(()) => Next::Close,
         }

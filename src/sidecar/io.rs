@@ -99,8 +99,4 @@ impl Framed {
     pub fn max_packet(&self) -> usize {
         self.max_packet
     }
-
-    pub fn set_max_packet(&mut self, max_packet: usize) {
-        self.max_packet = max_packet;
-    }
 }
