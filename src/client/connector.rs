@@ -168,6 +168,7 @@ impl Connector {
     fn options(&self) -> ConnectOptions {
         ConnectOptions {
             congestion: self.config.congestion,
+            tcp_congestion: self.config.tcp_congestion,
             keep_alive: self.config.keep_alive,
             idle_timeout: self.config.idle_timeout,
         }

@@ -134,7 +134,14 @@ impl Sidecar {
             shared.clone(),
             config.server_version == "auto",
         ));
-        info!(%addr, socket = ?config.socket, gateway = %config.upstream.url, "sidecar listening");
+        info!(
+            %addr,
+            socket = ?config.socket,
+            gateway = %config.upstream.url,
+            quic_congestion = %config.upstream.congestion,
+            tcp_congestion = config.upstream.tcp_congestion.as_ref().map_or("host default", |c| c.as_str()),
+            "sidecar listening"
+        );
         Ok(Self {
             addr,
             socket: config.socket,
@@ -208,6 +215,7 @@ fn client_config(config: &SidecarConfig) -> Result<ClientConfig, ConfigError> {
     c.connect_timeout = up.connect_timeout;
     c.compress_min_bytes = up.compress_min_bytes;
     c.congestion = up.congestion;
+    c.tcp_congestion = up.tcp_congestion;
     Ok(c)
 }
 
