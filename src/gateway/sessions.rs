@@ -149,6 +149,14 @@ impl Sessions {
         self.create(owner, id.clone()).map_err(Refusal::Api)
     }
 
+    /// Ends every session (at shutdown, after in-flight requests): their
+    /// connections go back to the pool, which rolls back what they left
+    /// open. Returns how many there were.
+    pub fn close_all(&self) -> usize {
+        let all: Vec<_> = self.live.lock().expect("not poisoned").drain().collect();
+        all.len()
+    }
+
     /// Ends a session now; its connection returns to the pool, which
     /// resets it (rolling back any transaction).
     pub fn close(&self, lease: Lease) {

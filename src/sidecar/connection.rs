@@ -5,6 +5,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use tracing::Instrument;
+
 use crate::api::pb;
 use crate::client::{CallError, ExecuteStream};
 use crate::mysql::command::{self, Command};
@@ -16,6 +18,7 @@ use crate::translate::results::{ResultWriter, RowFormat};
 use crate::translate::statement;
 
 use crate::mysql::auth::{Authenticated, Handshake};
+use crate::telemetry::TraceId;
 
 use super::Shared;
 use super::errors;
@@ -29,6 +32,10 @@ pub enum Next {
     Continue,
     Close,
 }
+
+/// How long a closing connection waits for the gateway to close its
+/// session.
+const CLOSE_SESSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Packets are written to the client once this much is buffered.
 const WRITE_CHUNK: usize = 64 * 1024;
@@ -82,9 +89,23 @@ impl Connection {
     pub async fn run(mut self) {
         loop {
             let handle = self.registration.handle.clone();
+            if handle.is_draining() && !self.session.in_transaction {
+                break;
+            }
             let packet = tokio::select! {
                 p = self.io.read() => p,
-                () = handle.kill.notified() => break,
+                () = handle.kill.notified() => {
+                    if handle.is_cut() {
+                        // Unprompted, as mysqld does at shutdown: the
+                        // client reads it in place of its next answer.
+                        let mut out = Packets::default();
+                        response::err(&mut out, &errors::shutdown_in_progress());
+                        let _ = self.io.write(&mut out).await;
+                        let _ = self.io.flush().await;
+                    }
+                    break;
+                }
+                () = handle.drain.notified(), if !self.session.in_transaction => break,
             };
             let packet = match packet {
                 Ok(p) => p,
@@ -103,7 +124,15 @@ impl Connection {
                     response::err(&mut out, &e);
                     Next::Close
                 }
-                None => self.dispatch(packet, &mut out).await,
+                None => {
+                    // One trace id per command, sent with each of its
+                    // requests and logged by the gateway.
+                    let trace = TraceId::random();
+                    let span = tracing::info_span!("command", trace_id = %trace);
+                    trace
+                        .scope(self.dispatch(packet, &mut out).instrument(span))
+                        .await
+                }
             };
             if self.io.write(&mut out).await.is_err() || self.io.flush().await.is_err() {
                 break;
@@ -112,7 +141,14 @@ impl Connection {
                 break;
             }
         }
-        self.close_upstream();
+        // Close the client's socket first, then the session (rolling back
+        // an open transaction), awaited: a draining sidecar must not exit
+        // before the gateway has heard it.
+        drop(self.io);
+        if let Some(cookie) = self.session.reset() {
+            let close = self.shared.client.close_session(&cookie);
+            let _ = tokio::time::timeout(CLOSE_SESSION_TIMEOUT, close).await;
+        }
     }
 
     /// Ends the upstream session in the background (rolling back an open
@@ -414,6 +450,13 @@ impl Connection {
                     return Next::Continue;
                 }
                 () = handle.kill.notified() => {
+                    if handle.is_cut() {
+                        // Dropping the stream kills the statement; the
+                        // session is closed (rolled back) after the loop.
+                        drop(stream);
+                        let error = errors::shutdown_in_progress();
+                        writer.finish(Some(&error), self.session.status(), 0, out);
+                    }
                     return Next::Close;
                 }
                 _ = self.io.hangup() => {

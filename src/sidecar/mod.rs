@@ -10,6 +10,7 @@
 
 pub mod config;
 pub mod connection;
+pub mod drain;
 pub mod errors;
 pub mod io;
 pub mod login;
@@ -36,6 +37,7 @@ use crate::mysql::response;
 use crate::transport::tls;
 
 pub use config::SidecarConfig;
+pub use drain::Drained;
 use connection::Connection;
 use io::{Framed, Stream};
 
@@ -47,6 +49,8 @@ pub struct Shared {
     tls: Option<TlsAcceptor>,
     max_packet: usize,
     slots: Arc<Semaphore>,
+    /// Set when the drain begins: readiness turns false.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 /// A running sidecar.
@@ -97,6 +101,7 @@ impl Sidecar {
             tls: front_tls,
             max_packet: config.max_allowed_packet,
             slots: Arc::new(Semaphore::new(config.max_connections)),
+            draining: std::sync::atomic::AtomicBool::new(false),
         });
         let listen_err = |what: String| move |source| StartError::Listen { what, source };
         let tcp = TcpListener::bind(config.listen)
@@ -127,6 +132,7 @@ impl Sidecar {
         if config.server_version == "auto" {
             tokio::spawn(learn_version(shared.clone()));
         }
+        tokio::spawn(first_contact(shared.clone()));
         info!(%addr, socket = ?config.socket, gateway = %config.upstream.url, "sidecar listening");
         Ok(Self {
             addr,
@@ -315,6 +321,28 @@ async fn learn_version(shared: Arc<Shared>) {
     }
 }
 
+/// Makes one cheap round trip (a session created and closed: no backend
+/// connection is taken) until the gateway has answered once, so that
+/// readiness does not wait for the first client.
+async fn first_contact(shared: Arc<Shared>) {
+    let mut delay = std::time::Duration::from_millis(100);
+    while !shared.client.has_answered() {
+        match shared.client.create_session().await {
+            Ok(reply) => {
+                if let Some(session) = &reply.session {
+                    let _ = shared.client.close_session(session).await;
+                }
+            }
+            Err(e) => debug!(error = %e, "gateway not answering yet"),
+        }
+        if shared.client.has_answered() {
+            return;
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(std::time::Duration::from_secs(5));
+    }
+}
+
 /// Where clients connect: TCP, or a unix socket (a secure transport for
 /// authentication, like TLS).
 enum Listener {
@@ -363,10 +391,25 @@ async fn accept_loop(
     }
 }
 
+/// Runs `f` when dropped (however the connection ends).
+fn scopeguard(f: impl FnOnce()) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
+}
+
 /// One client connection, from greeting to close.
 async fn serve(stream: Box<dyn Stream>, secure: bool, shared: Arc<Shared>) {
     let mut io = Framed::new(stream, shared.max_packet);
+    let metrics = crate::admin::metrics::metrics();
     let Ok(_slot) = shared.slots.clone().try_acquire_owned() else {
+        metrics.client_connections_refused.inc();
         // What MySQL sends instead of a greeting when it is full.
         let mut out = Packets::default();
         response::err(&mut out, &errors::too_many_connections());
@@ -374,6 +417,9 @@ async fn serve(stream: Box<dyn Stream>, secure: bool, shared: Arc<Shared>) {
         let _ = io.flush().await;
         return;
     };
+    metrics.client_connections_total.inc();
+    metrics.client_connections.inc();
+    let _open = scopeguard(|| metrics.client_connections.dec());
     let registration = shared.registry.register();
     let auth = shared.auth.read().expect("not poisoned").clone();
     let mut handshake = Handshake::new(auth, registration.id, secure);
