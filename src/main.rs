@@ -341,4 +341,3 @@ fn stop_after_checking(
     }
     None
 }
-

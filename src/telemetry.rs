@@ -45,7 +45,9 @@ impl TraceId {
 
     /// The trace of the task's current command, or a fresh one.
     pub fn current() -> Self {
-        CURRENT_TRACE.try_with(|t| *t).unwrap_or_else(|_| Self::random())
+        CURRENT_TRACE
+            .try_with(|t| *t)
+            .unwrap_or_else(|_| Self::random())
     }
 
     /// Runs `fut` with this as the current trace.

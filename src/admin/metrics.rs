@@ -152,7 +152,6 @@ pub struct Metrics {
     pub gateway_requests: Family<Counter>,
     pub gateway_duration: Family<Histogram>,
     pub gateway_bytes: Family<Counter>,
-    pub gateway_in_flight: Gauge,
 }
 
 pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
@@ -166,7 +165,6 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
     gateway_requests: Family::new(&["method", "transport", "outcome"]),
     gateway_duration: Family::new(&["method", "transport"]),
     gateway_bytes: Family::new(&["direction"]),
-    gateway_in_flight: Gauge::default(),
 });
 
 pub fn metrics() -> &'static Metrics {
@@ -242,12 +240,8 @@ mod tests {
         let requests: Family<Counter> = Family::new(&["method", "outcome"]);
         requests.with(&["Execute", "ok"]).add(3);
         let latency: Family<Histogram> = Family::new(&["method"]);
-        latency
-            .with(&["Execute"])
-            .observe(Duration::from_millis(3));
-        latency
-            .with(&["Execute"])
-            .observe(Duration::from_secs(100));
+        latency.with(&["Execute"]).observe(Duration::from_millis(3));
+        latency.with(&["Execute"]).observe(Duration::from_secs(100));
         let mut out = String::new();
         let mut e = Encoder::new(&mut out);
         e.counter_family("x_requests", "Requests.", &requests);
@@ -270,7 +264,10 @@ mod tests {
             out.contains("x_seconds_bucket{method=\"Execute\",le=\"+Inf\"} 2\n"),
             "{out}"
         );
-        assert!(out.contains("x_seconds_count{method=\"Execute\"} 2\n"), "{out}");
+        assert!(
+            out.contains("x_seconds_count{method=\"Execute\"} 2\n"),
+            "{out}"
+        );
         assert!(out.contains("x_up 1\n"), "{out}");
     }
 

@@ -12,7 +12,11 @@ use tokio::time::Instant;
 #[derive(clap::Args, Debug)]
 pub struct WaitArgs {
     /// The admin endpoint [sidecar.admin.listen].
-    #[arg(long, env = "MYQUIC_SIDECAR_ADMIN_LISTEN", default_value = "127.0.0.1:9901")]
+    #[arg(
+        long,
+        env = "MYQUIC_SIDECAR_ADMIN_LISTEN",
+        default_value = "127.0.0.1:9901"
+    )]
     pub admin: SocketAddr,
     /// Give up after this long (exit 1), e.g. `30s`, `2m`.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]

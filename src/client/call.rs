@@ -13,8 +13,8 @@ use http::{HeaderMap, HeaderValue, header};
 use prost::Message;
 use tracing::debug;
 
-use crate::api::connect::{FLAG_COMPRESSED, end_stream_error, envelope, take_envelope};
 use crate::admin::metrics::metrics;
+use crate::api::connect::{FLAG_COMPRESSED, end_stream_error, envelope, take_envelope};
 use crate::api::{ApiError, Code, Codec, Encoding, Framing, Method, pb};
 use crate::telemetry::TraceId;
 use crate::transport::HttpVersion;
@@ -343,7 +343,12 @@ fn count_bytes(direction: &str, wire: usize, decoded: usize) {
 }
 
 /// Counts one finished request and its latency.
-pub(super) fn record(method: Method, transport: Option<HttpVersion>, outcome: &str, started: Instant) {
+pub(super) fn record(
+    method: Method,
+    transport: Option<HttpVersion>,
+    outcome: &str,
+    started: Instant,
+) {
     let m = metrics();
     let transport = transport.map_or("none", HttpVersion::as_str);
     m.upstream_requests
@@ -401,7 +406,12 @@ impl Drop for ExecuteStream {
     /// client that hung up, `KILL QUERY`).
     fn drop(&mut self) {
         if let Some(started) = self.started.take() {
-            record(Method::StreamExecute, Some(self.transport), "cancelled", started);
+            record(
+                Method::StreamExecute,
+                Some(self.transport),
+                "cancelled",
+                started,
+            );
         }
     }
 }
@@ -419,7 +429,12 @@ impl ExecuteStream {
             self.done = true;
             if let Some(started) = self.started.take() {
                 let outcome = result.as_ref().err().map_or("ok", CallError::outcome);
-                record(Method::StreamExecute, Some(self.transport), outcome, started);
+                record(
+                    Method::StreamExecute,
+                    Some(self.transport),
+                    outcome,
+                    started,
+                );
             }
         }
         result
@@ -451,6 +466,10 @@ impl ExecuteStream {
                     env.payload
                 };
                 count_bytes("received", wire_len, payload.len());
+                if !end_stream && payload.is_empty() {
+                    // The gateway's keep-alive during a slow statement.
+                    continue;
+                }
                 if end_stream {
                     return match end_stream_error(&payload) {
                         Some(error) => Err(CallError::Api(error)),

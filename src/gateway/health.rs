@@ -113,7 +113,7 @@ impl Health for GatewayHealth {
         e.gauge(
             "myquic_gateway_requests_in_flight",
             "Requests being served now.",
-            m.gateway_in_flight.get(),
+            self.service.in_flight.get(),
         );
         e.counter_family(
             "myquic_gateway_requests",

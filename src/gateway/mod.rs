@@ -92,6 +92,7 @@ impl Gateway {
                 limits: config.limits.clone(),
                 connect_timeout: config.backend.connect_timeout,
             },
+            in_flight: Arc::default(),
         });
 
         let (endpoint, tcp) = bind_pair(config.listen, &identity).await?;
@@ -164,7 +165,7 @@ impl Gateway {
         let finished = tokio::time::timeout(self.drain.timeout, async {
             self.tasks.wait().await;
             // Streams are answered by their own tasks.
-            while crate::admin::metrics::metrics().gateway_in_flight.get() > 0 {
+            while self.service.in_flight.get() > 0 {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         })
@@ -173,8 +174,21 @@ impl Gateway {
         if !finished {
             warn!(timeout = ?self.drain.timeout, "drain timeout: requests still in flight are cut off");
         }
-        let closed = self.service.rpc.sessions.close_all();
-        info!(sessions = closed, "closed every session (open transactions rolled back)");
+        let conns = self.service.rpc.sessions.close_all();
+        info!(
+            connections = conns.len(),
+            "closing every session, rolling back open transactions"
+        );
+        let rollbacks = conns.into_iter().map(|mut conn| async move {
+            use mysql_async::prelude::Queryable;
+            let _ = conn.query_drop("ROLLBACK").await;
+            let _ = conn.disconnect().await;
+        });
+        let _ = tokio::time::timeout(
+            Duration::from_secs(5),
+            futures_util::future::join_all(rollbacks),
+        )
+        .await;
         for account in self.service.accounts.iter() {
             // Waits for the pool's connections to be reset (rolled back)
             // and closed.

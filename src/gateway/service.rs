@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::{Instrument, debug, info_span};
 
-use crate::admin::metrics::metrics;
+use crate::admin::metrics::{Gauge, metrics};
 use crate::telemetry::TraceId;
 
 use crate::api::compression::SUPPORTED;
@@ -30,6 +30,8 @@ const STREAM_BUFFER: usize = 2;
 pub struct Service {
     pub accounts: Accounts,
     pub rpc: Rpc,
+    /// Requests being served (the drain waits for them to finish).
+    pub in_flight: Arc<Gauge>,
 }
 
 /// How the client wants its answer.
@@ -65,16 +67,14 @@ impl Handler for Arc<Service> {
                     m.gateway_bytes.with(&["received"]).add(body.len() as u64);
                 }
                 // Streams count themselves in flight while they run.
-                let _in_flight = (!streaming).then(InFlight::new);
+                let _in_flight = (!streaming).then(|| InFlight::new(&service.in_flight));
                 let response = service.serve(request).await;
                 let outcome = if response.status == StatusCode::OK {
                     "ok"
                 } else {
                     Code::from_http_status(response.status.as_u16()).as_str()
                 };
-                m.gateway_requests
-                    .with(&[method, transport, outcome])
-                    .inc();
+                m.gateway_requests.with(&[method, transport, outcome]).inc();
                 if let Body::Full(body) = &response.body {
                     m.gateway_bytes.with(&["sent"]).add(body.len() as u64);
                 }
@@ -92,18 +92,18 @@ impl Handler for Arc<Service> {
 }
 
 /// Counts a request in flight (the drain waits for these) while alive.
-struct InFlight;
+struct InFlight(Arc<Gauge>);
 
 impl InFlight {
-    fn new() -> Self {
-        metrics().gateway_in_flight.inc();
-        Self
+    fn new(gauge: &Arc<Gauge>) -> Self {
+        gauge.inc();
+        Self(gauge.clone())
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        metrics().gateway_in_flight.dec();
+        self.0.dec();
     }
 }
 
@@ -227,7 +227,7 @@ impl Service {
                 );
                 let service = self.clone();
                 let transport = request.version.as_str();
-                let in_flight = InFlight::new();
+                let in_flight = InFlight::new(&self.in_flight);
                 tokio::spawn(
                     async move {
                         let started = Instant::now();
@@ -311,8 +311,38 @@ fn stream_response(wire: Wire, rx: mpsc::Receiver<Bytes>) -> Response {
     Response {
         status: StatusCode::OK,
         headers,
-        body: Body::Stream(rx),
+        body: Body::Stream(keepalive(wire.codec, rx)),
     }
+}
+
+/// How long a response stream may stay silent (a slow statement).
+const KEEPALIVE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Forwards `rx`, sending an empty message (the default
+/// `ExecuteResponse`, which changes nothing) whenever it is silent for
+/// [`KEEPALIVE`]. Only a write tells HTTP/3 that the client stopped
+/// reading, and an empty DATA frame cannot serve: h3 clients read it as
+/// the end of the body. A failed write drops this forwarder's `rx`, which
+/// tells the statement to stop (and the gateway to kill it).
+fn keepalive(codec: Codec, mut rx: mpsc::Receiver<Bytes>) -> mpsc::Receiver<Bytes> {
+    let empty = match codec {
+        Codec::Proto => crate::api::connect::envelope(0, b""),
+        Codec::Json => crate::api::connect::envelope(0, b"{}"),
+    };
+    let (tx, out) = mpsc::channel(1);
+    tokio::spawn(async move {
+        loop {
+            let chunk = match tokio::time::timeout(KEEPALIVE, rx.recv()).await {
+                Ok(Some(chunk)) => chunk,
+                Ok(None) => return,
+                Err(_) => empty.clone(),
+            };
+            if tx.send(chunk).await.is_err() {
+                return;
+            }
+        }
+    });
+    out
 }
 
 fn base_headers(wire: Wire) -> HeaderMap {

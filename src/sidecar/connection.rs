@@ -146,7 +146,17 @@ impl Connection {
         // before the gateway has heard it.
         drop(self.io);
         if let Some(cookie) = self.session.reset() {
-            let close = self.shared.client.close_session(&cookie);
+            let client = &self.shared.client;
+            let close = async {
+                // A statement just cancelled may still hold the session at
+                // the gateway (it answers `aborted` until the statement is
+                // killed): try again shortly.
+                while let Err(CallError::Api(e)) = client.close_session(&cookie).await
+                    && e.code == crate::api::Code::Aborted
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            };
             let _ = tokio::time::timeout(CLOSE_SESSION_TIMEOUT, close).await;
         }
     }

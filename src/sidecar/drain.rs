@@ -39,7 +39,9 @@ impl Sidecar {
         let shared = self.shared.clone();
         let registry = &shared.registry;
         // Readiness reads this: unready from now on.
-        shared.draining.store(true, std::sync::atomic::Ordering::Release);
+        shared
+            .draining
+            .store(true, std::sync::atomic::Ordering::Release);
         let started = Instant::now();
         info!(
             connections = registry.len(),
@@ -130,7 +132,11 @@ impl Health for SidecarHealth {
     /// blip makes queries fail fast (and the transport fall back), not the
     /// pod leave its Service.
     fn ready(&self) -> Result<(), String> {
-        if self.shared.draining.load(std::sync::atomic::Ordering::Acquire) {
+        if self
+            .shared
+            .draining
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
             return Err("draining".into());
         }
         self.started()

@@ -37,8 +37,8 @@ use crate::mysql::response;
 use crate::transport::tls;
 
 pub use config::SidecarConfig;
-pub use drain::Drained;
 use connection::Connection;
+pub use drain::Drained;
 use io::{Framed, Stream};
 
 /// What every client connection shares.

@@ -129,9 +129,6 @@ async fn serve_connection(
 /// acknowledged before it is closed.
 const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// How often a silent response stream is probed for a departed client.
-const HEARTBEAT: std::time::Duration = std::time::Duration::from_millis(500);
-
 async fn serve_request(
     resolver: h3::server::RequestResolver<h3_quinn::Connection, Bytes>,
     handler: Arc<dyn Handler>,
@@ -157,17 +154,15 @@ async fn serve_request(
                 stream.send_data(bytes).await?;
             }
         }
-        Body::Stream(mut chunks) => loop {
-            // HTTP/3 only reports a client's STOP_SENDING on a write, so a
-            // long silence (a slow statement) is broken by empty DATA
-            // frames; a failed write drops `chunks`, which tells the
-            // producer to stop (and the gateway to kill the statement).
-            match tokio::time::timeout(HEARTBEAT, chunks.recv()).await {
-                Ok(Some(chunk)) => stream.send_data(chunk).await?,
-                Ok(None) => break,
-                Err(_) => stream.send_data(Bytes::new()).await?,
+        Body::Stream(mut chunks) => {
+            // HTTP/3 only reports a client's STOP_SENDING on a write: the
+            // handler keeps a silent stream written (never with empty DATA
+            // frames, which h3 clients read as the end of the body). A
+            // failed write drops `chunks`, which tells the producer to stop.
+            while let Some(chunk) = chunks.recv().await {
+                stream.send_data(chunk).await?;
             }
-        },
+        }
     }
     stream.finish().await?;
     Ok(())
