@@ -19,6 +19,9 @@
 //!   refused; a transaction still open at the bound gets ERR 1053 and is
 //!   rolled back at the backend; exit 3.
 //! - `second_sigterm_exits_at_once`: exit 4 without waiting for the drain.
+//! - `trace_id_joins_the_logs`: the trace id of the sidecar's command
+//!   span is the one the gateway logs for the request; no SQL text in the
+//!   sidecar's info-level log.
 //! - `gateway_drain`: unready when the drain begins; a long statement in
 //!   flight finishes and is delivered; an open transaction is rolled back;
 //!   its admin endpoint serves /ready and /metrics.
@@ -73,6 +76,16 @@ struct Sidecar {
 
 impl Sidecar {
     fn spawn(ns: Option<&NetNs>, gateway: SocketAddr, ca: &Path, extra: &str) -> Self {
+        Self::spawn_logging(ns, gateway, ca, extra, "info")
+    }
+
+    fn spawn_logging(
+        ns: Option<&NetNs>,
+        gateway: SocketAddr,
+        ca: &Path,
+        extra: &str,
+        log_filter: &str,
+    ) -> Self {
         let dir = tempfile::Builder::new().prefix("myq-ad").tempdir().unwrap();
         let socket = dir.path().join("s");
         let log = dir.path().join("sidecar.log");
@@ -113,10 +126,7 @@ listen = "{admin}"
         cmd.arg("--config")
             .arg(&config)
             .arg("sidecar")
-            .env(
-                "RUST_LOG",
-                std::env::var("SIDECAR_LOG").unwrap_or("info".into()),
-            )
+            .env("RUST_LOG", log_filter)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap());
@@ -136,9 +146,13 @@ listen = "{admin}"
     /// Spawns it and waits (with `myquic wait`) until it is ready.
     async fn ready(ns: Option<&NetNs>, gateway: SocketAddr, ca: &Path, extra: &str) -> Self {
         let sidecar = Self::spawn(ns, gateway, ca, extra);
-        let status = sidecar.wait_command("20s").status().await.unwrap();
-        assert!(status.success(), "myquic wait: {status}");
+        sidecar.wait_ready().await;
         sidecar
+    }
+
+    async fn wait_ready(&self) {
+        let status = self.wait_command("20s").status().await.unwrap();
+        assert!(status.success(), "myquic wait: {status}");
     }
 
     fn wait_command(&self, timeout: &str) -> tokio::process::Command {
@@ -698,4 +712,63 @@ async fn gateway_drain() {
         0,
         "rolled back before the drain returned"
     );
+}
+
+/// The gateway's log lines in this test process (every test's gateway).
+static GATEWAY_LOG: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
+
+struct Capture;
+
+impl std::io::Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        GATEWAY_LOG.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn trace_id_joins_the_logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("myquic::gateway=debug")
+        .with_writer(|| Capture)
+        .with_ansi(false)
+        .try_init();
+    let stack = common::Stack::start().await;
+    let sidecar = Sidecar::spawn_logging(None, stack.addr(), &stack.cert, "", "myquic=debug");
+    sidecar.wait_ready().await;
+    let mut conn = sidecar.connect().await;
+    let got: Option<u32> = conn.query_first("SELECT 24680 + 1").await.unwrap();
+    assert_eq!(got, Some(24681));
+    drop(conn);
+    let log = std::fs::read_to_string(&sidecar.log).unwrap();
+    // The command that ran the query, by its trace id.
+    let trace = log
+        .lines()
+        .rev()
+        .filter(|l| l.contains("command{trace_id=") && l.contains("StreamExecute opened"))
+        .find_map(|l| l.split("command{trace_id=").nth(1)?.split('}').next())
+        .unwrap_or_else(|| panic!("no command span in the sidecar's debug log:\n{log}"))
+        .to_string();
+    assert_eq!(trace.len(), 32, "{trace}");
+    let gateway_log = String::from_utf8_lossy(&GATEWAY_LOG.lock().unwrap()).into_owned();
+    assert!(
+        gateway_log.contains(&format!(
+            "request{{trace_id={trace} path=/psdb.v1alpha1.Database/StreamExecute"
+        )),
+        "the gateway did not log trace {trace}:\n{gateway_log}"
+    );
+
+    // At info level the sidecar logs no SQL.
+    let quiet = Sidecar::ready(None, stack.addr(), &stack.cert, "").await;
+    let mut conn = quiet.connect().await;
+    conn.query_drop("SELECT 97531 AS secret_marker")
+        .await
+        .unwrap();
+    drop(conn);
+    let log = std::fs::read_to_string(&quiet.log).unwrap();
+    assert!(!log.contains("97531"), "{log}");
 }
