@@ -22,7 +22,7 @@
 //! - `trace_id_joins_the_logs`: the trace id of the sidecar's command
 //!   span is the one the gateway logs for the request; no SQL text in the
 //!   sidecar's info-level log.
-//! - `gateway_drain`: unready when the drain begins; a long statement in
+//! - `gateway_drain_http3` / `_http2`: unready when the drain begins; a long statement in
 //!   flight finishes and is delivered; an open transaction is rolled back;
 //!   its admin endpoint serves /ready and /metrics.
 
@@ -593,7 +593,16 @@ async fn second_sigterm_exits_at_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn gateway_drain() {
+async fn gateway_drain_http3() {
+    gateway_drain(myquic::client::TransportPreference::Http3, "h3").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn gateway_drain_http2() {
+    gateway_drain(myquic::client::TransportPreference::Http2, "h2").await;
+}
+
+async fn gateway_drain(transport: myquic::client::TransportPreference, label: &str) {
     use myquic::client::{Client, ClientConfig};
     let db = MariaDb::start().await;
     let dir = tempfile::tempdir().unwrap();
@@ -629,14 +638,10 @@ async fn gateway_drain() {
     myquic::transport::tls::install_crypto_provider();
     let roots = myquic::transport::tls::roots_from_pem(&cert).unwrap();
     let tls = myquic::transport::tls::client_config(roots, &[]).unwrap();
-    let client = Client::new(ClientConfig::new(
-        gateway.addr.to_string(),
-        "localhost",
-        tls,
-        USER,
-        PASSWORD,
-    ))
-    .unwrap();
+    let mut client_config =
+        ClientConfig::new(gateway.addr.to_string(), "localhost", tls, USER, PASSWORD);
+    client_config.transport = transport;
+    let client = Client::new(client_config).unwrap();
     let begun = client
         .execute(None, "BEGIN", Default::default())
         .await
@@ -652,9 +657,9 @@ async fn gateway_drain() {
     assert!(in_tx.message.error.is_none());
     let metrics_page = get(admin.addr, "/metrics").await.unwrap().1;
     assert!(
-        metrics_page.contains(
-            "myquic_gateway_requests_total{method=\"Execute\",transport=\"h3\",outcome=\"ok\"}"
-        ),
+        metrics_page.contains(&format!(
+            "myquic_gateway_requests_total{{method=\"Execute\",transport=\"{label}\",outcome=\"ok\"}}"
+        )),
         "{metrics_page}"
     );
     assert!(
