@@ -115,6 +115,16 @@ mod tests {
             file.sidecar.upstream_authority().unwrap(),
             ("gateway.example".to_string(), 8443)
         );
+        // The admin and drain sections show their defaults.
+        let defaults = ConfigFile::default();
+        assert_eq!(file.sidecar.admin, defaults.sidecar.admin);
+        assert_eq!(file.gateway.admin, defaults.gateway.admin);
+        assert_eq!(file.sidecar.drain.period, defaults.sidecar.drain.period);
+        assert_eq!(
+            file.sidecar.drain.transaction_timeout,
+            defaults.sidecar.drain.transaction_timeout
+        );
+        assert_eq!(file.gateway.drain.timeout, defaults.gateway.drain.timeout);
     }
 
     /// Keys documented commented out (no default) parse once uncommented.

@@ -11,6 +11,7 @@
 //! MySQL ⇄ psdb mapping (pure), [`transport`] the QUIC/HTTP/TLS edges, and
 //! [`gateway`] the server role that wires them to a database.
 
+pub mod admin;
 pub mod api;
 pub mod client;
 pub mod config;

@@ -39,6 +39,9 @@ enum Command {
     Sidecar(SidecarArgs),
     /// Run SQL through a gateway over HTTP/3 (or HTTP/2), printing results.
     Query(myquic::query::QueryArgs),
+    /// Wait until a sidecar's admin endpoint reports ready (exit 1 on
+    /// timeout): for container start order.
+    Wait(myquic::admin::wait::WaitArgs),
 }
 
 /// Flags override the environment, which overrides the file.
@@ -65,6 +68,9 @@ struct GatewayArgs {
     /// reno [gateway.tcp_congestion].
     #[arg(long, env = "MYQUIC_GATEWAY_TCP_CONGESTION")]
     tcp_congestion: Option<TcpCongestion>,
+    /// Admin endpoint (health, metrics, /quitquitquit) [gateway.admin.listen].
+    #[arg(long, env = "MYQUIC_GATEWAY_ADMIN_LISTEN")]
+    admin_listen: Option<std::net::SocketAddr>,
     /// Check the configuration and exit.
     #[arg(long)]
     check_config: bool,
@@ -106,12 +112,28 @@ struct SidecarArgs {
     /// reno [sidecar.upstream.tcp_congestion].
     #[arg(long, env = "MYQUIC_SIDECAR_UPSTREAM_TCP_CONGESTION")]
     upstream_tcp_congestion: Option<TcpCongestion>,
+    /// Admin endpoint (health, metrics, /quitquitquit) [sidecar.admin.listen].
+    #[arg(long, env = "MYQUIC_SIDECAR_ADMIN_LISTEN")]
+    admin_listen: Option<std::net::SocketAddr>,
     /// Check the configuration and exit.
     #[arg(long)]
     check_config: bool,
 }
 
-/// Exit codes: 0 clean stop, 1 runtime failure, 64 bad configuration.
+/// Exit codes, so that an orchestrator (and a person) can tell why the
+/// process ended:
+/// - 0: stopped on request (SIGTERM, SIGINT, `/quitquitquit`) and drained
+///   cleanly: every client connection ended outside a transaction
+///   (sidecar), every in-flight request finished (gateway);
+/// - 1: runtime failure (e.g. a listener could not be bound);
+/// - 2: bad command line (clap);
+/// - 3: stopped on request, but the drain timed out: transactions were cut
+///   off with ERR 1053 and rolled back (sidecar), or requests were still
+///   in flight (gateway);
+/// - 4: a second signal during the drain ended the process at once;
+/// - 64: invalid configuration.
+const EXIT_DRAIN_TIMEOUT: u8 = 3;
+const EXIT_FORCED: u8 = 4;
 const EXIT_CONFIG: u8 = 64;
 
 fn main() -> ExitCode {
@@ -135,6 +157,13 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("myquic: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Wait(args) => match runtime.block_on(myquic::admin::wait::run(&args)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("myquic wait: {e}");
                 ExitCode::FAILURE
             }
         },
@@ -164,9 +193,13 @@ async fn gateway(file: ConfigFile, args: GatewayArgs) -> ExitCode {
     if let Some(cc) = args.tcp_congestion {
         config.tcp_congestion = Some(cc);
     }
+    if let Some(listen) = args.admin_listen {
+        config.admin.listen = listen;
+    }
     if let Some(exit) = stop_after_checking(config.validate(), args.check_config) {
         return exit;
     }
+    let admin = config.admin.clone();
     let gateway = match Gateway::start(config).await {
         Ok(g) => g,
         Err(e) => {
@@ -174,10 +207,16 @@ async fn gateway(file: ConfigFile, args: GatewayArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    shutdown_signal().await;
-    tracing::info!("shutting down");
-    gateway.shutdown().await;
-    ExitCode::SUCCESS
+    let mut stop = match Stop::new(&admin, gateway.health()).await {
+        Ok(stop) => stop,
+        Err(exit) => return exit,
+    };
+    stop.requested().await;
+    tracing::info!("shutting down: draining");
+    tokio::select! {
+        finished = gateway.shutdown() => exit_after_drain(finished),
+        () = stop.signal() => forced(),
+    }
 }
 
 async fn sidecar(file: ConfigFile, args: SidecarArgs) -> ExitCode {
@@ -224,9 +263,14 @@ async fn sidecar(file: ConfigFile, args: SidecarArgs) -> ExitCode {
             }
         }
     }
+    if let Some(listen) = args.admin_listen {
+        config.admin.listen = listen;
+    }
     if let Some(exit) = stop_after_checking(config.validate(), args.check_config) {
         return exit;
     }
+    let admin = config.admin.clone();
+    let drain = config.drain.clone();
     let sidecar = match Sidecar::start(config).await {
         Ok(s) => s,
         Err(e @ myquic::sidecar::StartError::Config(_)) => {
@@ -238,10 +282,77 @@ async fn sidecar(file: ConfigFile, args: SidecarArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    shutdown_signal().await;
-    tracing::info!("shutting down");
-    sidecar.shutdown().await;
-    ExitCode::SUCCESS
+    let mut stop = match Stop::new(&admin, sidecar.health()).await {
+        Ok(stop) => stop,
+        Err(exit) => return exit,
+    };
+    stop.requested().await;
+    tracing::info!("shutting down: draining");
+    match sidecar.drain(&drain, stop.signal()).await {
+        myquic::sidecar::Drained::Clean => exit_after_drain(true),
+        myquic::sidecar::Drained::Cut(_) => exit_after_drain(false),
+        myquic::sidecar::Drained::Forced => forced(),
+    }
+}
+
+fn exit_after_drain(clean: bool) -> ExitCode {
+    if clean {
+        tracing::info!("drained; exiting");
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_DRAIN_TIMEOUT)
+    }
+}
+
+fn forced() -> ExitCode {
+    tracing::warn!("second signal: exiting at once");
+    ExitCode::from(EXIT_FORCED)
+}
+
+/// Where a stop request comes from: SIGTERM, SIGINT, or a POST to the
+/// admin endpoint's `/quitquitquit` (which it also serves).
+struct Stop {
+    term: tokio::sync::Mutex<tokio::signal::unix::Signal>,
+    quit: tokio_util::sync::CancellationToken,
+}
+
+impl Stop {
+    async fn new(
+        admin: &myquic::admin::AdminConfig,
+        health: std::sync::Arc<dyn myquic::admin::Health>,
+    ) -> Result<Self, ExitCode> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
+        let quit = tokio_util::sync::CancellationToken::new();
+        if admin.enabled {
+            let never = tokio_util::sync::CancellationToken::new();
+            if let Err(e) = myquic::admin::start(admin, health, quit.clone(), never).await {
+                eprintln!("myquic: admin endpoint on {}: {e}", admin.listen);
+                return Err(ExitCode::FAILURE);
+            }
+        }
+        Ok(Self {
+            term: tokio::sync::Mutex::new(term),
+            quit,
+        })
+    }
+
+    /// The first request to stop.
+    async fn requested(&mut self) {
+        tokio::select! {
+            () = self.signal() => {}
+            () = self.quit.cancelled() => {}
+        }
+    }
+
+    /// The next signal.
+    async fn signal(&self) {
+        let mut term = self.term.lock().await;
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
 }
 
 /// Ends the process if the configuration is invalid (exit 64) or only a
@@ -259,13 +370,4 @@ fn stop_after_checking(
         return Some(ExitCode::SUCCESS);
     }
     None
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
 }

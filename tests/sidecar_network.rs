@@ -111,6 +111,8 @@ ca = {ca}
 username = "{USER}"
 password = {{ value = "{PASSWORD}" }}
 probe_interval = "1s"
+[sidecar.admin]
+listen = "127.0.0.1:0"
 "#,
                 socket = quote(&socket),
                 ca = quote(ca),

@@ -50,6 +50,8 @@ username = "app"
 password = { env = "APP_API_PASSWORD" }
 backend_password = { value = "backend-secret" }
 database = "app"
+[gateway.admin]
+listen = "127.0.0.1:0"
 
 [sidecar]
 listen = "127.0.0.1:$sidecar_port"
@@ -62,6 +64,8 @@ url = "https://localhost:$port"
 ca = "$work/gateway.pem"
 username = "app"
 password = { env = "APP_API_PASSWORD" }
+[sidecar.admin]
+listen = "127.0.0.1:0"
 TOML
 
 echo "--- starting the gateway on 127.0.0.1:$port (UDP: HTTP/3, TCP: HTTP/2)"

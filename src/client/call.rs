@@ -13,8 +13,10 @@ use http::{HeaderMap, HeaderValue, header};
 use prost::Message;
 use tracing::debug;
 
+use crate::admin::metrics::metrics;
 use crate::api::connect::{FLAG_COMPRESSED, end_stream_error, envelope, take_envelope};
 use crate::api::{ApiError, Code, Codec, Encoding, Framing, Method, pb};
+use crate::telemetry::TraceId;
 use crate::transport::HttpVersion;
 use crate::transport::client::{ClientError, ResponseStream};
 
@@ -50,6 +52,13 @@ impl Prepared {
         let mut request = http::Request::new(self.body.clone());
         *request.method_mut() = http::Method::POST;
         *request.headers_mut() = self.headers.clone();
+        // The trace of the command this request serves, so the gateway's
+        // log of it can be joined with ours (a new span id per attempt).
+        let traceparent = TraceId::current().traceparent();
+        request.headers_mut().insert(
+            "traceparent",
+            HeaderValue::from_str(&traceparent).expect("hex and dashes"),
+        );
         *request.uri_mut() = format!("{uri_base}{}", self.method.path())
             .parse()
             .expect("the authority was validated and the path is a constant");
@@ -195,6 +204,13 @@ impl Wire {
     }
 
     fn maybe_compress(&self, message: Bytes) -> (Bytes, Encoding) {
+        let decoded = message.len();
+        let (body, encoding) = self.compress(message);
+        count_bytes("sent", body.len(), decoded);
+        (body, encoding)
+    }
+
+    fn compress(&self, message: Bytes) -> (Bytes, Encoding) {
         let encoding = self.request_encoding();
         if encoding == Encoding::Identity || message.len() < self.compress_min {
             return (message, Encoding::Identity);
@@ -218,6 +234,7 @@ impl Wire {
         if response.head.status != http::StatusCode::OK {
             return Err(self.read_error(response).await);
         }
+        self.counters.answered();
         self.learn(&response.head.headers, Framing::Unary);
         let (head, body) = response
             .collect(self.max_message)
@@ -230,6 +247,7 @@ impl Wire {
             self.counters.compressed_response();
         }
         let body = self.decompress(encoding, body)?;
+        count_bytes("received", wire_len, body.len());
         let message = M::decode(&body[..])
             .map_err(|e| CallError::Protocol(format!("undecodable response: {e}")))?;
         let session = extract_session(&body, session_field).map_err(CallError::Protocol)?;
@@ -282,10 +300,12 @@ impl Wire {
         &self,
         response: ResponseStream,
         transport: HttpVersion,
+        started: Instant,
     ) -> Result<ExecuteStream, CallError> {
         if response.head.status != http::StatusCode::OK {
             return Err(self.read_error(response).await);
         }
+        self.counters.answered();
         self.learn(&response.head.headers, Framing::Streaming);
         check_content_type(&response.head.headers, Framing::Streaming)?;
         let encoding = response_encoding(&response.head.headers, "connect-content-encoding")?;
@@ -297,6 +317,7 @@ impl Wire {
             transport,
             done: false,
             counters: self.counters.clone(),
+            started: Some(started),
         })
     }
 
@@ -310,6 +331,32 @@ fn decompress(encoding: Encoding, body: Bytes, limit: usize) -> Result<Bytes, Ca
         Code::ResourceExhausted => CallError::TooLarge { limit },
         _ => CallError::Protocol(e.message),
     })
+}
+
+/// Message bytes as they cross the wire (`form="wire"`, compressed when
+/// negotiated) and decoded (`form="decoded"`); their ratio is what
+/// compression saves.
+fn count_bytes(direction: &str, wire: usize, decoded: usize) {
+    let bytes = &metrics().upstream_bytes;
+    bytes.with(&[direction, "wire"]).add(wire as u64);
+    bytes.with(&[direction, "decoded"]).add(decoded as u64);
+}
+
+/// Counts one finished request and its latency.
+pub(super) fn record(
+    method: Method,
+    transport: Option<HttpVersion>,
+    outcome: &str,
+    started: Instant,
+) {
+    let m = metrics();
+    let transport = transport.map_or("none", HttpVersion::as_str);
+    m.upstream_requests
+        .with(&[method.name(), transport, outcome])
+        .inc();
+    m.upstream_duration
+        .with(&[method.name(), transport])
+        .observe(started.elapsed());
 }
 
 /// A failure while reading a response body: the request went out.
@@ -350,6 +397,23 @@ pub struct ExecuteStream {
     transport: HttpVersion,
     done: bool,
     counters: Arc<Counters>,
+    /// When the request was sent; taken when its outcome is recorded.
+    started: Option<Instant>,
+}
+
+impl Drop for ExecuteStream {
+    /// A stream dropped before its end was cancelled by the caller (a
+    /// client that hung up, `KILL QUERY`).
+    fn drop(&mut self) {
+        if let Some(started) = self.started.take() {
+            record(
+                Method::StreamExecute,
+                Some(self.transport),
+                "cancelled",
+                started,
+            );
+        }
+    }
 }
 
 impl ExecuteStream {
@@ -363,6 +427,15 @@ impl ExecuteStream {
         let result = self.read().await;
         if !matches!(result, Ok(Some(_))) {
             self.done = true;
+            if let Some(started) = self.started.take() {
+                let outcome = result.as_ref().err().map_or("ok", CallError::outcome);
+                record(
+                    Method::StreamExecute,
+                    Some(self.transport),
+                    outcome,
+                    started,
+                );
+            }
         }
         result
     }
@@ -380,6 +453,7 @@ impl ExecuteStream {
             })?;
             if let Some(env) = taken {
                 let end_stream = env.is_end_stream();
+                let wire_len = env.payload.len();
                 let payload = if env.is_compressed() {
                     if self.encoding == Encoding::Identity {
                         return Err(CallError::Protocol(
@@ -391,6 +465,11 @@ impl ExecuteStream {
                 } else {
                     env.payload
                 };
+                count_bytes("received", wire_len, payload.len());
+                if !end_stream && payload.is_empty() {
+                    // The gateway's keep-alive during a slow statement.
+                    continue;
+                }
                 if end_stream {
                     return match end_stream_error(&payload) {
                         Some(error) => Err(CallError::Api(error)),

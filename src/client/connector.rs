@@ -12,7 +12,7 @@
 //! `connect_timeout`) for a published connection in a `watch` channel.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,11 +36,21 @@ pub(super) struct Counters {
     reconnects: AtomicU64,
     compressed_requests: AtomicU64,
     compressed_responses: AtomicU64,
+    /// Whether the gateway has ever answered a request with success.
+    answered: AtomicBool,
 }
 
 impl Counters {
     pub(super) fn request(&self) {
         self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn answered(&self) {
+        self.answered.store(true, Ordering::Relaxed);
+    }
+
+    pub(super) fn has_answered(&self) -> bool {
+        self.answered.load(Ordering::Relaxed)
     }
 
     pub(super) fn compressed_request(&self) {

@@ -47,6 +47,17 @@ impl CallError {
     pub fn may_have_executed(&self) -> bool {
         !matches!(self, Self::Unavailable { .. })
     }
+
+    /// The `outcome` label of the request metrics.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            Self::Unavailable { .. } => "unavailable",
+            Self::Lost(_) => "lost",
+            Self::Api(_) => "api_error",
+            Self::Protocol(_) => "protocol_error",
+            Self::TooLarge { .. } => "too_large",
+        }
+    }
 }
 
 fn detail(last_error: &Option<String>) -> String {

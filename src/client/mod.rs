@@ -108,6 +108,12 @@ impl Client {
         Ok(live.conn.version())
     }
 
+    /// Whether the gateway has answered a request successfully at least
+    /// once (the sidecar's readiness).
+    pub fn has_answered(&self) -> bool {
+        self.inner.connector.counters.has_answered()
+    }
+
     /// Fallback, return, reconnect and compression counters.
     pub fn stats(&self) -> Stats {
         self.inner.connector.counters.snapshot()
@@ -146,8 +152,21 @@ impl Client {
         let body = execute_body(session, query.into(), bind_variables);
         let prepared = self.inner.wire.streaming(Method::StreamExecute, body);
         let started = Instant::now();
-        let (response, transport) = self.send(&prepared).await?;
-        let stream = self.inner.wire.open_stream(response, transport).await;
+        let (response, transport) = match self.send(&prepared).await {
+            Ok(sent) => sent,
+            Err(e) => {
+                call::record(Method::StreamExecute, None, e.outcome(), started);
+                return Err(e);
+            }
+        };
+        let stream = self
+            .inner
+            .wire
+            .open_stream(response, transport, started)
+            .await;
+        if let Err(e) = &stream {
+            call::record(Method::StreamExecute, Some(transport), e.outcome(), started);
+        }
         debug!(
             version = transport.as_str(),
             elapsed_ms = started.elapsed().as_millis() as u64,
@@ -195,11 +214,22 @@ impl Client {
         session_field: u32,
     ) -> Result<Reply<M>, CallError> {
         let started = Instant::now();
-        let (response, transport) = self.send(&prepared).await?;
-        self.inner
+        let method = prepared.method();
+        let (response, transport) = match self.send(&prepared).await {
+            Ok(sent) => sent,
+            Err(e) => {
+                call::record(method, None, e.outcome(), started);
+                return Err(e);
+            }
+        };
+        let reply = self
+            .inner
             .wire
             .read_unary(response, session_field, transport, started)
-            .await
+            .await;
+        let outcome = reply.as_ref().err().map_or("ok", CallError::outcome);
+        call::record(method, Some(transport), outcome, started);
+        reply
     }
 
     /// Sends on the current connection; a request that connection never

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::admin::AdminConfig;
 use crate::config::{ConfigError, Secret};
 use crate::transport::quic::Congestion;
 use crate::transport::tcp::TcpCongestion;
@@ -26,6 +27,34 @@ pub struct GatewayConfig {
     /// `reno`, …), set on the listener and so on every accepted
     /// connection; unset: the host's default.
     pub tcp_congestion: Option<TcpCongestion>,
+    /// Health checks, metrics and `/quitquitquit`.
+    pub admin: AdminConfig,
+    pub drain: GatewayDrain,
+}
+
+/// What SIGTERM (or `/quitquitquit`) does: turn unready, stop accepting
+/// and send GOAWAY on every connection (HTTP/2 GOAWAY, HTTP/3 GOAWAY) so
+/// clients open new requests elsewhere, let in-flight requests finish for
+/// up to `timeout`, then close every session (rolling back transactions
+/// left open) and exit.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GatewayDrain {
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+    /// How often readiness checks that the backend answers (a ping on a
+    /// pooled connection), rather than per probe.
+    #[serde(with = "humantime_serde")]
+    pub backend_check_interval: Duration,
+}
+
+impl Default for GatewayDrain {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(20),
+            backend_check_interval: Duration::from_secs(5),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -113,6 +142,8 @@ impl Default for GatewayConfig {
             limits: Limits::default(),
             congestion: Congestion::default(),
             tcp_congestion: None,
+            admin: AdminConfig::with_port(9902),
+            drain: GatewayDrain::default(),
         }
     }
 }

@@ -7,6 +7,7 @@
 mod auth;
 mod backend;
 mod config;
+mod health;
 mod rpc;
 mod service;
 mod sessions;
@@ -21,7 +22,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-pub use config::{BackendConfig, Credential, GatewayConfig, Limits, SessionConfig, TlsConfig};
+pub use config::{
+    BackendConfig, Credential, GatewayConfig, GatewayDrain, Limits, SessionConfig, TlsConfig,
+};
 
 use crate::config::ConfigError;
 use crate::transport::tls::{Identity, TlsError, install_crypto_provider};
@@ -47,6 +50,9 @@ pub struct Gateway {
     pub addr: SocketAddr,
     shutdown: CancellationToken,
     tasks: TaskTracker,
+    service: Arc<Service>,
+    health: Arc<health::GatewayHealth>,
+    drain: config::GatewayDrain,
 }
 
 impl Gateway {
@@ -86,6 +92,7 @@ impl Gateway {
                 limits: config.limits.clone(),
                 connect_timeout: config.backend.connect_timeout,
             },
+            in_flight: Arc::default(),
         });
 
         let (endpoint, tcp) = bind_pair(&config, &identity).await?;
@@ -131,18 +138,69 @@ impl Gateway {
             tcp_congestion = config.tcp_congestion.as_ref().map_or("host default", |c| c.as_str()),
             "gateway listening (HTTP/3 on UDP, HTTP/2 and HTTP/1.1 on TCP)"
         );
+        let health = Arc::new(health::GatewayHealth::new(service.clone()));
+        tokio::spawn(health::check_backend(
+            health.clone(),
+            config.drain.backend_check_interval,
+            shutdown.clone(),
+        ));
         Ok(Self {
             addr,
             shutdown,
             tasks,
+            service,
+            health,
+            drain: config.drain,
         })
     }
 
-    /// Stops accepting, lets in-flight requests finish, and returns.
-    pub async fn shutdown(self) {
+    /// What the admin endpoint reports for this gateway.
+    pub fn health(&self) -> Arc<dyn crate::admin::Health> {
+        self.health.clone()
+    }
+
+    /// Drains: unready, GOAWAY on every connection (no new requests),
+    /// in-flight requests finish (up to `drain.timeout`), then every
+    /// session is closed, rolling back transactions left open. Returns
+    /// whether everything in flight finished in time.
+    pub async fn shutdown(self) -> bool {
+        self.health.draining();
         self.shutdown.cancel();
         self.tasks.close();
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.tasks.wait()).await;
+        let finished = tokio::time::timeout(self.drain.timeout, async {
+            self.tasks.wait().await;
+            // Streams are answered by their own tasks.
+            while self.service.in_flight.get() > 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .is_ok();
+        if !finished {
+            warn!(timeout = ?self.drain.timeout, "drain timeout: requests still in flight are cut off");
+        }
+        let conns = self.service.rpc.sessions.close_all();
+        info!(
+            connections = conns.len(),
+            "closing every session, rolling back open transactions"
+        );
+        let rollbacks = conns.into_iter().map(|mut conn| async move {
+            use mysql_async::prelude::Queryable;
+            let _ = conn.query_drop("ROLLBACK").await;
+            let _ = conn.disconnect().await;
+        });
+        let _ = tokio::time::timeout(
+            Duration::from_secs(5),
+            futures_util::future::join_all(rollbacks),
+        )
+        .await;
+        for account in self.service.accounts.iter() {
+            // Waits for the pool's connections to be reset (rolled back)
+            // and closed.
+            let pool = account.pool.clone();
+            let _ = tokio::time::timeout(Duration::from_secs(5), pool.disconnect()).await;
+        }
+        finished
     }
 
     /// A token that stops the gateway when cancelled.

@@ -9,7 +9,11 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use tokio::sync::mpsc;
-use tracing::{Instrument, info_span};
+use tokio::time::Instant;
+use tracing::{Instrument, debug, info_span};
+
+use crate::admin::metrics::{Gauge, metrics};
+use crate::telemetry::TraceId;
 
 use crate::api::compression::SUPPORTED;
 use crate::api::connect::take_envelope;
@@ -26,6 +30,8 @@ const STREAM_BUFFER: usize = 2;
 pub struct Service {
     pub accounts: Accounts,
     pub rpc: Rpc,
+    /// Requests being served (the drain waits for them to finish).
+    pub in_flight: Arc<Gauge>,
 }
 
 /// How the client wants its answer.
@@ -39,8 +45,65 @@ struct Wire {
 impl Handler for Arc<Service> {
     fn handle(&self, request: Request) -> Pin<Box<dyn Future<Output = Response> + Send>> {
         let service = self.clone();
-        let span = info_span!("request", path = %request.path, version = request.version.as_str());
-        Box::pin(async move { service.serve(request).await }.instrument(span))
+        // The caller's trace id (the sidecar's `traceparent`), so this
+        // request's log lines can be joined with the sidecar's.
+        let trace = header_str(&request.headers, "traceparent")
+            .and_then(TraceId::from_traceparent)
+            .unwrap_or_else(TraceId::random);
+        let span = info_span!(
+            "request",
+            trace_id = %trace,
+            path = %request.path,
+            version = request.version.as_str()
+        );
+        let method = Method::from_path(&request.path).map_or("unknown", Method::name);
+        let transport = request.version.as_str();
+        let streaming = Method::from_path(&request.path).is_some_and(Method::is_streaming);
+        Box::pin(
+            async move {
+                let started = Instant::now();
+                let m = metrics();
+                if let Ok(body) = &request.body {
+                    m.gateway_bytes.with(&["received"]).add(body.len() as u64);
+                }
+                // Streams count themselves in flight while they run.
+                let _in_flight = (!streaming).then(|| InFlight::new(&service.in_flight));
+                let response = service.serve(request).await;
+                let outcome = if response.status == StatusCode::OK {
+                    "ok"
+                } else {
+                    Code::from_http_status(response.status.as_u16()).as_str()
+                };
+                m.gateway_requests.with(&[method, transport, outcome]).inc();
+                if let Body::Full(body) = &response.body {
+                    m.gateway_bytes.with(&["sent"]).add(body.len() as u64);
+                }
+                if !streaming {
+                    m.gateway_duration
+                        .with(&[method, transport])
+                        .observe(started.elapsed());
+                }
+                debug!(status = response.status.as_u16(), "answered");
+                response
+            }
+            .instrument(span),
+        )
+    }
+}
+
+/// Counts a request in flight (the drain waits for these) while alive.
+struct InFlight(Arc<Gauge>);
+
+impl InFlight {
+    fn new(gauge: &Arc<Gauge>) -> Self {
+        gauge.inc();
+        Self(gauge.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }
 
@@ -163,9 +226,19 @@ impl Service {
                     tx,
                 );
                 let service = self.clone();
+                let transport = request.version.as_str();
+                let in_flight = InFlight::new(&self.in_flight);
                 tokio::spawn(
-                    async move { service.rpc.stream_execute(account, req, sink).await }
-                        .in_current_span(),
+                    async move {
+                        let started = Instant::now();
+                        service.rpc.stream_execute(account, req, sink).await;
+                        metrics()
+                            .gateway_duration
+                            .with(&[Method::StreamExecute.name(), transport])
+                            .observe(started.elapsed());
+                        drop(in_flight);
+                    }
+                    .in_current_span(),
                 );
                 Ok(stream_response(wire, rx))
             }
@@ -238,8 +311,38 @@ fn stream_response(wire: Wire, rx: mpsc::Receiver<Bytes>) -> Response {
     Response {
         status: StatusCode::OK,
         headers,
-        body: Body::Stream(rx),
+        body: Body::Stream(keepalive(wire.codec, rx)),
     }
+}
+
+/// How long a response stream may stay silent (a slow statement).
+const KEEPALIVE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Forwards `rx`, sending an empty message (the default
+/// `ExecuteResponse`, which changes nothing) whenever it is silent for
+/// [`KEEPALIVE`]. Only a write tells HTTP/3 that the client stopped
+/// reading, and an empty DATA frame cannot serve: h3 clients read it as
+/// the end of the body. A failed write drops this forwarder's `rx`, which
+/// tells the statement to stop (and the gateway to kill it).
+fn keepalive(codec: Codec, mut rx: mpsc::Receiver<Bytes>) -> mpsc::Receiver<Bytes> {
+    let empty = match codec {
+        Codec::Proto => crate::api::connect::envelope(0, b""),
+        Codec::Json => crate::api::connect::envelope(0, b"{}"),
+    };
+    let (tx, out) = mpsc::channel(1);
+    tokio::spawn(async move {
+        loop {
+            let chunk = match tokio::time::timeout(KEEPALIVE, rx.recv()).await {
+                Ok(Some(chunk)) => chunk,
+                Ok(None) => return,
+                Err(_) => empty.clone(),
+            };
+            if tx.send(chunk).await.is_err() {
+                return;
+            }
+        }
+    });
+    out
 }
 
 fn base_headers(wire: Wire) -> HeaderMap {

@@ -164,6 +164,16 @@ impl Sessions {
         self.create(owner, id.clone()).map_err(Refusal::Api)
     }
 
+    /// Ends every session (at shutdown, after in-flight requests) and
+    /// hands over their backend connections, for the caller to roll back
+    /// and close.
+    pub fn close_all(&self) -> Vec<mysql_async::Conn> {
+        let all: Vec<_> = self.live.lock().expect("not poisoned").drain().collect();
+        all.into_iter()
+            .filter_map(|(_, slot)| slot.state.try_lock().ok()?.conn.take())
+            .collect()
+    }
+
     /// Ends a session now; its connection returns to the pool, which
     /// resets it (rolling back any transaction).
     pub fn close(&self, lease: Lease) {

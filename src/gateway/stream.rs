@@ -81,6 +81,10 @@ impl StreamSink {
         let (payload, compressed) =
             encode_message(self.codec, self.encoding, self.compress_min, message);
         let flags = if compressed { FLAG_COMPRESSED } else { 0 };
+        crate::admin::metrics::metrics()
+            .gateway_bytes
+            .with(&["sent"])
+            .add(payload.len() as u64);
         if self.tx.send(envelope(flags, &payload)).await.is_err() {
             self.closed = true;
         }

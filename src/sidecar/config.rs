@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::admin::AdminConfig;
 use crate::client::TransportPreference;
 use crate::client::defaults;
 use crate::config::{ConfigError, Secret};
@@ -32,6 +33,40 @@ pub struct SidecarConfig {
     /// TLS for clients that ask for it (off unless configured).
     pub tls: FrontTls,
     pub upstream: UpstreamConfig,
+    /// Health checks, metrics and `/quitquitquit`.
+    pub admin: AdminConfig,
+    /// What SIGTERM (or `/quitquitquit`) does.
+    pub drain: DrainConfig,
+}
+
+/// The graceful shutdown. The sidecar turns unready at once, then serves
+/// as usual (open connections, new connections, new transactions) for
+/// `period` — the app next to it may still be finishing requests — or
+/// until no client connection is left, once `min_period` has passed.
+/// Then it stops accepting and closes each connection as soon as it is
+/// outside a transaction; a transaction still open `transaction_timeout`
+/// later gets ERR 1053 (08S01, "Server shutdown in progress") and is
+/// rolled back. A second signal ends the process at once.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DrainConfig {
+    #[serde(with = "humantime_serde")]
+    pub period: Duration,
+    #[serde(with = "humantime_serde")]
+    pub min_period: Duration,
+    #[serde(with = "humantime_serde")]
+    pub transaction_timeout: Duration,
+}
+
+impl Default for DrainConfig {
+    /// Together below Kubernetes' default 30 s termination grace period.
+    fn default() -> Self {
+        Self {
+            period: Duration::from_secs(15),
+            min_period: Duration::ZERO,
+            transaction_timeout: Duration::from_secs(10),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -113,6 +148,8 @@ impl Default for SidecarConfig {
             auth: AuthConfig::default(),
             tls: FrontTls::default(),
             upstream: UpstreamConfig::default(),
+            admin: AdminConfig::with_port(9901),
+            drain: DrainConfig::default(),
         }
     }
 }

@@ -6,6 +6,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use tracing::Instrument;
+
 use crate::api::pb;
 use crate::client::{CallError, ExecuteStream};
 use crate::mysql::command::{self, Command};
@@ -17,6 +19,7 @@ use crate::translate::results::{ResultWriter, RowFormat};
 use crate::translate::statement;
 
 use crate::mysql::auth::{Authenticated, Handshake};
+use crate::telemetry::TraceId;
 
 use super::Shared;
 use super::errors;
@@ -30,6 +33,10 @@ pub enum Next {
     Continue,
     Close,
 }
+
+/// How long a closing connection waits for the gateway to close its
+/// session.
+const CLOSE_SESSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Packets are written to the client once this much is buffered.
 const WRITE_CHUNK: usize = 64 * 1024;
@@ -83,9 +90,23 @@ impl Connection {
     pub async fn run(mut self) {
         loop {
             let handle = self.registration.handle.clone();
+            if handle.is_draining() && !self.session.in_transaction {
+                break;
+            }
             let packet = tokio::select! {
                 p = self.io.read() => p,
-                () = handle.kill.notified() => break,
+                () = handle.kill.notified() => {
+                    if handle.is_cut() {
+                        // Unprompted, as mysqld does at shutdown: the
+                        // client reads it in place of its next answer.
+                        let mut out = Packets::default();
+                        response::err(&mut out, &errors::shutdown_in_progress());
+                        let _ = self.io.write(&mut out).await;
+                        let _ = self.io.flush().await;
+                    }
+                    break;
+                }
+                () = handle.drain.notified(), if !self.session.in_transaction => break,
             };
             let packet = match packet {
                 Ok(p) => p,
@@ -104,7 +125,15 @@ impl Connection {
                     response::err(&mut out, &e);
                     Next::Close
                 }
-                None => self.dispatch(packet, &mut out).await,
+                None => {
+                    // One trace id per command, sent with each of its
+                    // requests and logged by the gateway.
+                    let trace = TraceId::random();
+                    let span = tracing::info_span!("command", trace_id = %trace);
+                    trace
+                        .scope(self.dispatch(packet, &mut out).instrument(span))
+                        .await
+                }
             };
             if self.io.write(&mut out).await.is_err() || self.io.flush().await.is_err() {
                 break;
@@ -116,7 +145,24 @@ impl Connection {
                 break;
             }
         }
-        self.close_upstream();
+        // Close the client's socket first, then the session (rolling back
+        // an open transaction), awaited: a draining sidecar must not exit
+        // before the gateway has heard it.
+        drop(self.io);
+        if let Some(cookie) = self.session.reset() {
+            let client = &self.shared.client;
+            let close = async {
+                // A statement just cancelled may still hold the session at
+                // the gateway (it answers `aborted` until the statement is
+                // killed): try again shortly.
+                while let Err(CallError::Api(e)) = client.close_session(&cookie).await
+                    && e.code == crate::api::Code::Aborted
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            };
+            let _ = tokio::time::timeout(CLOSE_SESSION_TIMEOUT, close).await;
+        }
     }
 
     /// Ends the upstream session in the background (rolling back an open
@@ -429,6 +475,13 @@ impl Connection {
                     return Next::Continue;
                 }
                 () = handle.kill.notified() => {
+                    if handle.is_cut() {
+                        // Dropping the stream kills the statement; the
+                        // session is closed (rolled back) after the loop.
+                        drop(stream);
+                        let error = errors::shutdown_in_progress();
+                        writer.finish(Some(&error), self.session.status(), 0, out);
+                    }
                     return Next::Close;
                 }
                 _ = self.io.hangup() => {

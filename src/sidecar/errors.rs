@@ -24,6 +24,17 @@ pub fn packet_too_large(e: &PacketError) -> MysqlError {
     )
 }
 
+/// ER_SERVER_SHUTDOWN: the drain ended with this connection still inside
+/// a transaction (or a statement); it is rolled back and the connection
+/// closes. 08S01 makes pools discard the connection and retry elsewhere.
+pub fn shutdown_in_progress() -> MysqlError {
+    error(
+        1053,
+        "08S01",
+        "Server shutdown in progress: the myquic sidecar is stopping and this transaction was not finished within drain.transaction_timeout; it was rolled back",
+    )
+}
+
 /// ER_CON_COUNT_ERROR, sent instead of a greeting.
 pub fn too_many_connections() -> MysqlError {
     error(1040, "08004", "Too many connections")

@@ -10,6 +10,7 @@
 
 pub mod config;
 pub mod connection;
+pub mod drain;
 pub mod errors;
 pub mod io;
 pub mod login;
@@ -38,6 +39,7 @@ use crate::transport::tls;
 
 pub use config::SidecarConfig;
 use connection::Connection;
+pub use drain::Drained;
 use io::{Framed, Stream};
 
 /// What every client connection shares.
@@ -52,6 +54,8 @@ pub struct Shared {
     /// `target_string` names (learned at start; until then, and with a
     /// gateway that does not, the database is selected by a `USE`).
     pub upstream_targets: AtomicBool,
+    /// Set when the drain begins: readiness turns false.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 /// A running sidecar.
@@ -103,6 +107,7 @@ impl Sidecar {
             max_packet: config.max_allowed_packet,
             slots: Arc::new(Semaphore::new(config.max_connections)),
             upstream_targets: AtomicBool::new(false),
+            draining: std::sync::atomic::AtomicBool::new(false),
         });
         let listen_err = |what: String| move |source| StartError::Listen { what, source };
         let tcp = TcpListener::bind(config.listen)
@@ -402,10 +407,25 @@ async fn accept_loop(
     }
 }
 
+/// Runs `f` when dropped (however the connection ends).
+fn scopeguard(f: impl FnOnce()) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
+}
+
 /// One client connection, from greeting to close.
 async fn serve(stream: Box<dyn Stream>, secure: bool, shared: Arc<Shared>) {
     let mut io = Framed::new(stream, shared.max_packet);
+    let metrics = crate::admin::metrics::metrics();
     let Ok(_slot) = shared.slots.clone().try_acquire_owned() else {
+        metrics.client_connections_refused.inc();
         // What MySQL sends instead of a greeting when it is full.
         let mut out = Packets::default();
         response::err(&mut out, &errors::too_many_connections());
@@ -413,6 +433,9 @@ async fn serve(stream: Box<dyn Stream>, secure: bool, shared: Arc<Shared>) {
         let _ = io.flush().await;
         return;
     };
+    metrics.client_connections_total.inc();
+    metrics.client_connections.inc();
+    let _open = scopeguard(|| metrics.client_connections.dec());
     let registration = shared.registry.register();
     let auth = shared.auth.read().expect("not poisoned").clone();
     let mut handshake = Handshake::new(auth, registration.id, secure);

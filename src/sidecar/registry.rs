@@ -2,7 +2,7 @@
 //! from one client can stop another's statement or connection.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
@@ -15,18 +15,32 @@ pub struct Handle {
     pub cancel_query: Notify,
     /// Closes the connection after cancelling its statement.
     pub kill: Notify,
-    killed: std::sync::atomic::AtomicBool,
+    killed: AtomicBool,
+    /// The sidecar is draining: close once outside a transaction.
+    pub drain: Notify,
+    draining: AtomicBool,
+    /// Killed by the end of a drain: tell the client why (ERR 1053).
+    cut: AtomicBool,
 }
 
 impl Handle {
     pub fn is_killed(&self) -> bool {
         self.killed.load(Ordering::Acquire)
     }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
+    }
+
+    pub fn is_cut(&self) -> bool {
+        self.cut.load(Ordering::Acquire)
+    }
 }
 
 pub struct Registry {
     next_id: AtomicU32,
     live: Mutex<HashMap<u32, Arc<Handle>>>,
+    draining: AtomicBool,
 }
 
 /// Removes its connection from the registry when dropped.
@@ -54,12 +68,38 @@ impl Registry {
             // from hitting a local connection by accident.
             next_id: AtomicU32::new(1 << 30),
             live: Mutex::new(HashMap::new()),
+            draining: AtomicBool::new(false),
         })
+    }
+
+    /// Asks every connection, and every later one, to close as soon as it
+    /// is outside a transaction.
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::Release);
+        for handle in self.live.lock().expect("not poisoned").values() {
+            handle.draining.store(true, Ordering::Release);
+            handle.drain.notify_one();
+        }
+    }
+
+    /// Ends every connection now, telling each client the server is
+    /// shutting down. Returns how many there were.
+    pub fn cut_all(&self) -> usize {
+        let live = self.live.lock().expect("not poisoned");
+        for handle in live.values() {
+            handle.cut.store(true, Ordering::Release);
+            handle.killed.store(true, Ordering::Release);
+            handle.kill.notify_one();
+        }
+        live.len()
     }
 
     pub fn register(self: &Arc<Self>) -> Registration {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let handle = Arc::new(Handle::default());
+        if self.draining.load(Ordering::Acquire) {
+            handle.draining.store(true, Ordering::Release);
+        }
         self.live
             .lock()
             .expect("not poisoned")
@@ -69,6 +109,10 @@ impl Registry {
             handle,
             registry: self.clone(),
         }
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
     }
 
     pub fn ids(&self) -> Vec<u32> {

@@ -28,6 +28,9 @@ pub async fn serve(
 ) -> Result<(), TlsError> {
     let acceptor = tokio_rustls::TlsAcceptor::from(identity.server_config(&[ALPN_H2, ALPN_HTTP1])?);
     let alt_svc = alt_svc.and_then(|v| http::HeaderValue::from_str(&v).ok());
+    // Connections, so that a shutdown returns only once each has sent
+    // GOAWAY and finished its in-flight requests.
+    let connections = tokio_util::task::TaskTracker::new();
     loop {
         let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -39,14 +42,18 @@ pub async fn serve(
                     continue;
                 }
             },
-            () = shutdown.cancelled() => return Ok(()),
+            () = shutdown.cancelled() => {
+                connections.close();
+                connections.wait().await;
+                return Ok(());
+            }
         };
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         let handler = handler.clone();
         let alt_svc = alt_svc.clone();
         let shutdown = shutdown.clone();
-        tokio::spawn(
+        connections.spawn(
             async move {
                 let tls = match acceptor.accept(tcp).await {
                     Ok(tls) => tls,

@@ -49,6 +49,9 @@ pub async fn serve(
     max_request_bytes: usize,
     shutdown: CancellationToken,
 ) {
+    // Connections, so that the endpoint closes only after each has sent
+    // GOAWAY and finished its in-flight requests.
+    let connections = tokio_util::task::TaskTracker::new();
     loop {
         let incoming = tokio::select! {
             incoming = endpoint.accept() => incoming,
@@ -58,7 +61,7 @@ pub async fn serve(
         let handler = handler.clone();
         let shutdown = shutdown.clone();
         let span = info_span!("h3_conn", peer = %incoming.remote_address());
-        tokio::spawn(
+        connections.spawn(
             async move {
                 if let Err(e) =
                     serve_connection(incoming, handler, max_request_bytes, shutdown).await
@@ -69,7 +72,12 @@ pub async fn serve(
             .instrument(span),
         );
     }
+    // New connection attempts are refused from here on.
+    endpoint.set_server_config(None);
+    connections.close();
+    connections.wait().await;
     endpoint.close(quinn::VarInt::from_u32(0), b"shutting down");
+    endpoint.wait_idle().await;
 }
 
 async fn serve_connection(
@@ -79,15 +87,29 @@ async fn serve_connection(
     shutdown: CancellationToken,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let conn = incoming.await?;
+    let quic = conn.clone();
     let mut h3 = h3::server::builder()
         .build::<_, Bytes>(h3_quinn::Connection::new(conn))
         .await?;
+    let requests = tokio_util::task::TaskTracker::new();
     loop {
         let resolver = tokio::select! {
             r = h3.accept() => r?,
             () = shutdown.cancelled() => {
-                // GOAWAY: finish what is in flight, accept nothing new.
+                // GOAWAY: accept nothing new, finish what is in flight
+                // (h3 refuses streams past the GOAWAY id), then close.
                 h3.shutdown(0).await?;
+                requests.close();
+                tokio::select! {
+                    () = requests.wait() => {}
+                    _ = async { while let Ok(Some(_)) = h3.accept().await {} } => {}
+                }
+                requests.wait().await;
+                // Closing discards unacknowledged data: give the last
+                // responses a moment to be acknowledged, or the client to
+                // close first.
+                let _ = tokio::time::timeout(LINGER, quic.closed()).await;
+                quic.close(quinn::VarInt::from_u32(0x100), b"shutting down"); // H3_NO_ERROR
                 return Ok(());
             }
         };
@@ -95,7 +117,7 @@ async fn serve_connection(
             return Ok(());
         };
         let handler = handler.clone();
-        tokio::spawn(async move {
+        requests.spawn(async move {
             if let Err(e) = serve_request(resolver, handler, max_request_bytes).await {
                 debug!(error = %e, "HTTP/3 request failed");
             }
@@ -103,8 +125,9 @@ async fn serve_connection(
     }
 }
 
-/// How often a silent response stream is probed for a departed client.
-const HEARTBEAT: std::time::Duration = std::time::Duration::from_millis(500);
+/// How long a drained connection waits for its last responses to be
+/// acknowledged before it is closed.
+const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
 
 async fn serve_request(
     resolver: h3::server::RequestResolver<h3_quinn::Connection, Bytes>,
@@ -131,17 +154,15 @@ async fn serve_request(
                 stream.send_data(bytes).await?;
             }
         }
-        Body::Stream(mut chunks) => loop {
-            // HTTP/3 only reports a client's STOP_SENDING on a write, so a
-            // long silence (a slow statement) is broken by empty DATA
-            // frames; a failed write drops `chunks`, which tells the
-            // producer to stop (and the gateway to kill the statement).
-            match tokio::time::timeout(HEARTBEAT, chunks.recv()).await {
-                Ok(Some(chunk)) => stream.send_data(chunk).await?,
-                Ok(None) => break,
-                Err(_) => stream.send_data(Bytes::new()).await?,
+        Body::Stream(mut chunks) => {
+            // HTTP/3 only reports a client's STOP_SENDING on a write: the
+            // handler keeps a silent stream written (never with empty DATA
+            // frames, which h3 clients read as the end of the body). A
+            // failed write drops `chunks`, which tells the producer to stop.
+            while let Some(chunk) = chunks.recv().await {
+                stream.send_data(chunk).await?;
             }
-        },
+        }
     }
     stream.finish().await?;
     Ok(())

@@ -1,0 +1,278 @@
+//! The process's metrics and their Prometheus text rendering.
+//!
+//! A small hand-written registry rather than a crate: a dozen counters,
+//! gauges and histograms with fixed label names is all we need, atomics
+//! keep recording off any lock on the hot path (the labelled families take
+//! a short lock to find their child), and the text format is a few lines
+//! of `write!`. `prometheus-client` would add a derive-macro dependency
+//! tree for no behaviour we use; `metrics-exporter-prometheus` would bring
+//! an HTTP stack and aws-lc-rs with its defaults.
+//!
+//! Metrics are process-wide statics, recorded where the IO happens (the
+//! psdb client, the gateway's service and backend edges, the sidecar's
+//! accept loop); values that already live elsewhere (the current
+//! transport, fallback counters, pool sizes) are read at scrape time by
+//! the role's [`super::Health`].
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::Duration;
+
+#[derive(Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    pub fn inc(&self) {
+        self.add(1);
+    }
+
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Default)]
+pub struct Gauge(AtomicI64);
+
+impl Gauge {
+    pub fn inc(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn dec(&self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> i64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Upper bounds (seconds) of latency buckets: sub-millisecond local round
+/// trips up to statements that run for many seconds.
+const LATENCY_BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 60.0,
+];
+
+pub struct Histogram {
+    buckets: [AtomicU64; LATENCY_BUCKETS.len()],
+    count: AtomicU64,
+    sum_micros: AtomicU64,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Self {
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            count: AtomicU64::new(0),
+            sum_micros: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Histogram {
+    pub fn observe(&self, elapsed: Duration) {
+        let seconds = elapsed.as_secs_f64();
+        // Buckets are stored non-cumulative; rendering sums them.
+        if let Some(i) = LATENCY_BUCKETS.iter().position(|b| seconds <= *b) {
+            self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        self.sum_micros.fetch_add(micros, Ordering::Relaxed);
+    }
+}
+
+/// A metric with labels: one child per distinct set of label values.
+pub struct Family<T> {
+    labels: &'static [&'static str],
+    children: Mutex<BTreeMap<Vec<String>, Arc<T>>>,
+}
+
+impl<T: Default> Family<T> {
+    const fn new(labels: &'static [&'static str]) -> Self {
+        Self {
+            labels,
+            children: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The child for `values` (in the order of the label names).
+    pub fn with(&self, values: &[&str]) -> Arc<T> {
+        debug_assert_eq!(values.len(), self.labels.len());
+        let key: Vec<String> = values.iter().map(|v| (*v).to_string()).collect();
+        self.children
+            .lock()
+            .expect("not poisoned")
+            .entry(key)
+            .or_default()
+            .clone()
+    }
+
+    fn each(&self, mut f: impl FnMut(String, &T)) {
+        let children = self.children.lock().expect("not poisoned");
+        for (values, child) in children.iter() {
+            let labels = self
+                .labels
+                .iter()
+                .zip(values)
+                .map(|(name, value)| format!("{name}=\"{}\"", escape(value)))
+                .collect::<Vec<_>>()
+                .join(",");
+            f(labels, child);
+        }
+    }
+}
+
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Every metric the process records. Each role renders its own part.
+pub struct Metrics {
+    // The sidecar's MySQL side.
+    pub client_connections: Gauge,
+    pub client_connections_total: Counter,
+    pub client_connections_refused: Counter,
+    pub drain_transactions_cut: Counter,
+    // The psdb client (sidecar → gateway).
+    pub upstream_requests: Family<Counter>,
+    pub upstream_duration: Family<Histogram>,
+    pub upstream_bytes: Family<Counter>,
+    // The gateway.
+    pub gateway_requests: Family<Counter>,
+    pub gateway_duration: Family<Histogram>,
+    pub gateway_bytes: Family<Counter>,
+}
+
+pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
+    client_connections: Gauge::default(),
+    client_connections_total: Counter::default(),
+    client_connections_refused: Counter::default(),
+    drain_transactions_cut: Counter::default(),
+    upstream_requests: Family::new(&["method", "transport", "outcome"]),
+    upstream_duration: Family::new(&["method", "transport"]),
+    upstream_bytes: Family::new(&["direction", "form"]),
+    gateway_requests: Family::new(&["method", "transport", "outcome"]),
+    gateway_duration: Family::new(&["method", "transport"]),
+    gateway_bytes: Family::new(&["direction"]),
+});
+
+pub fn metrics() -> &'static Metrics {
+    &METRICS
+}
+
+/// Writes metrics in the Prometheus text exposition format (0.0.4).
+pub struct Encoder<'a> {
+    out: &'a mut String,
+}
+
+impl<'a> Encoder<'a> {
+    pub fn new(out: &'a mut String) -> Self {
+        Self { out }
+    }
+
+    fn head(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.out, "# HELP {name} {help}");
+        let _ = writeln!(self.out, "# TYPE {name} {kind}");
+    }
+
+    pub fn counter(&mut self, name: &str, help: &str, value: u64) {
+        self.head(name, "counter", help);
+        let _ = writeln!(self.out, "{name}_total {value}");
+    }
+
+    pub fn gauge(&mut self, name: &str, help: &str, value: i64) {
+        self.head(name, "gauge", help);
+        let _ = writeln!(self.out, "{name} {value}");
+    }
+
+    /// A gauge with one series per label set.
+    pub fn gauges(&mut self, name: &str, help: &str, series: &[(&str, i64)]) {
+        self.head(name, "gauge", help);
+        for (labels, value) in series {
+            let _ = writeln!(self.out, "{name}{{{labels}}} {value}");
+        }
+    }
+
+    pub fn counter_family(&mut self, name: &str, help: &str, family: &Family<Counter>) {
+        self.head(name, "counter", help);
+        family.each(|labels, c| {
+            let _ = writeln!(self.out, "{name}_total{{{labels}}} {}", c.get());
+        });
+    }
+
+    pub fn histogram_family(&mut self, name: &str, help: &str, family: &Family<Histogram>) {
+        self.head(name, "histogram", help);
+        family.each(|labels, h| {
+            let mut cumulative = 0;
+            for (bound, n) in LATENCY_BUCKETS.iter().zip(&h.buckets) {
+                cumulative += n.load(Ordering::Relaxed);
+                let _ = writeln!(
+                    self.out,
+                    "{name}_bucket{{{labels},le=\"{bound}\"}} {cumulative}"
+                );
+            }
+            let count = h.count.load(Ordering::Relaxed);
+            let sum = h.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+            let _ = writeln!(self.out, "{name}_bucket{{{labels},le=\"+Inf\"}} {count}");
+            let _ = writeln!(self.out, "{name}_sum{{{labels}}} {sum}");
+            let _ = writeln!(self.out, "{name}_count{{{labels}}} {count}");
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_the_text_format() {
+        let requests: Family<Counter> = Family::new(&["method", "outcome"]);
+        requests.with(&["Execute", "ok"]).add(3);
+        let latency: Family<Histogram> = Family::new(&["method"]);
+        latency.with(&["Execute"]).observe(Duration::from_millis(3));
+        latency.with(&["Execute"]).observe(Duration::from_secs(100));
+        let mut out = String::new();
+        let mut e = Encoder::new(&mut out);
+        e.counter_family("x_requests", "Requests.", &requests);
+        e.histogram_family("x_seconds", "Latency.", &latency);
+        e.gauge("x_up", "Up.", 1);
+        assert!(out.contains("# TYPE x_requests counter\n"), "{out}");
+        assert!(
+            out.contains("x_requests_total{method=\"Execute\",outcome=\"ok\"} 3\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("x_seconds_bucket{method=\"Execute\",le=\"0.0025\"} 0\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("x_seconds_bucket{method=\"Execute\",le=\"0.005\"} 1\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("x_seconds_bucket{method=\"Execute\",le=\"+Inf\"} 2\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("x_seconds_count{method=\"Execute\"} 2\n"),
+            "{out}"
+        );
+        assert!(out.contains("x_up 1\n"), "{out}");
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}
