@@ -12,7 +12,8 @@ use tokio::sync::mpsc;
 use tracing::{Instrument, info_span};
 
 use crate::api::compression::SUPPORTED;
-use crate::api::connect::take_envelope;
+use crate::api::connect::{envelope, take_envelope};
+use crate::api::pb;
 use crate::api::{ApiError, Code, Codec, Encoding, Framing, Method};
 use crate::transport::{Body, BodyError, Handler, Request, Response};
 
@@ -238,7 +239,12 @@ fn stream_response(wire: Wire, rx: mpsc::Receiver<Bytes>) -> Response {
     Response {
         status: StatusCode::OK,
         headers,
-        body: Body::Stream(rx),
+        body: Body::Stream {
+            chunks: rx,
+            // An empty ExecuteResponse: a message with nothing in it,
+            // which readers of the stream pass over.
+            heartbeat: envelope(0, &wire.codec.encode(&pb::ExecuteResponse::default())),
+        },
     }
 }
 

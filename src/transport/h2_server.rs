@@ -113,7 +113,8 @@ async fn handle(
         .await;
     let body: ResponseBody = match response.body {
         Body::Full(bytes) => Full::new(bytes).boxed(),
-        Body::Stream(rx) => {
+        // HTTP/2 reports a reset stream without a write: no heartbeat.
+        Body::Stream { chunks: rx, .. } => {
             let frames = futures_util::stream::unfold(rx, |mut rx| async move {
                 rx.recv()
                     .await

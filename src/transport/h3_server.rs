@@ -131,15 +131,18 @@ async fn serve_request(
                 stream.send_data(bytes).await?;
             }
         }
-        Body::Stream(mut chunks) => loop {
+        Body::Stream {
+            mut chunks,
+            heartbeat,
+        } => loop {
             // HTTP/3 only reports a client's STOP_SENDING on a write, so a
-            // long silence (a slow statement) is broken by empty DATA
-            // frames; a failed write drops `chunks`, which tells the
-            // producer to stop (and the gateway to kill the statement).
+            // long silence (a slow statement) is broken by heartbeats; a
+            // failed write drops `chunks`, which tells the producer to
+            // stop (and the gateway to kill the statement).
             match tokio::time::timeout(HEARTBEAT, chunks.recv()).await {
                 Ok(Some(chunk)) => stream.send_data(chunk).await?,
                 Ok(None) => break,
-                Err(_) => stream.send_data(Bytes::new()).await?,
+                Err(_) => stream.send_data(heartbeat.clone()).await?,
             }
         },
     }

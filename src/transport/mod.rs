@@ -60,7 +60,16 @@ pub struct Response {
 
 pub enum Body {
     Full(Bytes),
-    Stream(mpsc::Receiver<Bytes>),
+    /// Chunks as they are produced.
+    Stream {
+        chunks: mpsc::Receiver<Bytes>,
+        /// Written after a silence, so that HTTP/3 (which only reports a
+        /// departed client on a write) notices it: bytes the reader skips,
+        /// such as an empty message. Never an empty DATA frame: h3's
+        /// `recv_data` reports one as the end of the body, which ended
+        /// every statement slower than the heartbeat.
+        heartbeat: Bytes,
+    },
 }
 
 /// What serves requests behind both transports.
