@@ -107,6 +107,9 @@ async fn every_client_answers_the_same_through_the_sidecar() {
         logs,
     });
 
+    if let Some(secs) = std::env::var("MQ_MATRIX_HOLD").ok().and_then(|s| s.parse().ok()) {
+        return hold(&servers, secs).await;
+    }
     let only: Option<BTreeSet<String>> = std::env::var("MQ_MATRIX_CLIENTS")
         .ok()
         .filter(|v| !v.is_empty())
@@ -175,6 +178,26 @@ async fn every_client_answers_the_same_through_the_sidecar() {
     if let Some(stale) = stale_readme {
         panic!("{stale}");
     }
+}
+
+/// For working on a client: starts a sidecar, writes both targets'
+/// environments as shell files next to the logs, and keeps everything up
+/// for `secs` seconds (`MQ_MATRIX_HOLD=600 cargo test --test matrix`).
+async fn hold(servers: &Servers, secs: u64) {
+    let db = &servers.stack.db;
+    let socket = servers.dir.path().join("hold.sock");
+    let sidecar = start_sidecar(servers, &socket).await;
+    for (name, env) in [
+        ("direct", env(servers, "direct", db.port.unwrap(), &db.socket, DIRECT_PASSWORD)),
+        ("sidecar", env(servers, "sidecar", sidecar.addr().port(), &socket, SIDECAR_PASSWORD)),
+    ] {
+        let file = servers.logs.join(format!("{name}.env"));
+        let text: String = env.iter().map(|(k, v)| format!("export {k}='{v}'\n")).collect();
+        std::fs::write(&file, text).unwrap();
+        eprintln!("MQ_MATRIX_HOLD: . {}", file.display());
+    }
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    sidecar.shutdown().await;
 }
 
 /// Every client folder, plus the in-process ones.

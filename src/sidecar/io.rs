@@ -1,8 +1,11 @@
 //! A client's socket as MySQL packets: reads are buffered and framed with
 //! [`crate::mysql::packet::decode`], writes go out in whole batches.
 
-use bytes::BytesMut;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use crate::mysql::packet::{self, Packet, PacketError, Packets};
 
@@ -83,20 +86,102 @@ impl Framed {
 
     /// Upgrades the socket to TLS (after the client's SSLRequest).
     pub async fn start_tls(&mut self, acceptor: &tokio_rustls::TlsAcceptor) -> Result<(), IoError> {
-        if !self.buf.is_empty() {
-            // Bytes sent before the TLS handshake would be injected
-            // plaintext; a client does not do that.
-            return Err(IoError::Socket(std::io::Error::other(
-                "data after SSLRequest before the TLS handshake",
-            )));
-        }
         let plain = std::mem::replace(&mut self.stream, Box::new(tokio::io::duplex(1).0));
-        let tls = acceptor.accept(plain).await?;
+        // Clients send their TLS ClientHello right behind the SSLRequest
+        // (PyMySQL does), so it may already sit in the read buffer: it is
+        // the start of the TLS stream and goes to the acceptor first.
+        // Nothing read before the handshake can reach the command phase
+        // as plaintext: rustls takes these bytes as TLS records or fails.
+        let early = self.buf.split().freeze();
+        let tls = acceptor.accept(Prefixed { early, inner: plain }).await?;
         self.stream = Box::new(tls);
         Ok(())
     }
 
     pub fn max_packet(&self) -> usize {
         self.max_packet
+    }
+}
+
+/// A stream whose first bytes were already read: reads return `early`
+/// before reading on.
+struct Prefixed {
+    early: Bytes,
+    inner: Box<dyn Stream>,
+}
+
+impl AsyncRead for Prefixed {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if self.early.has_remaining() {
+            let n = self.early.len().min(buf.remaining());
+            buf.put_slice(&self.early[..n]);
+            self.early.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Prefixed {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::tls;
+
+    /// The SSLRequest and the ClientHello arrive in one read: the
+    /// handshake must still succeed (it failed, at random, for PyMySQL).
+    #[tokio::test]
+    async fn a_client_hello_read_along_with_the_ssl_request_is_kept() {
+        tls::install_crypto_provider();
+        let dir = tempfile::tempdir().unwrap();
+        let cert = dir.path().join("cert.pem");
+        let identity = tls::Identity::self_signed(&["localhost".into()], &cert).unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(identity.server_config(&[]).unwrap());
+        let roots = tls::roots_from_pem(&cert).unwrap();
+        let connector = tokio_rustls::TlsConnector::from(tls::client_config(roots, &[]).unwrap());
+
+        let (mut client, server) = tokio::io::duplex(64 * 1024);
+        let ssl_request = [32u8, 0, 0, 1];
+        client.write_all(&ssl_request).await.unwrap();
+        client.write_all(&[0u8; 32]).await.unwrap();
+        let talk = tokio::spawn(async move {
+            let name = "localhost".try_into().unwrap();
+            let mut tls = connector.connect(name, client).await.unwrap();
+            tls.write_all(b"over tls").await.unwrap();
+            tls.flush().await.unwrap();
+            tls
+        });
+        // Let the ClientHello land behind the SSLRequest before reading.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let mut framed = Framed::new(Box::new(server), 1 << 20);
+        let request = framed.read().await.unwrap();
+        assert_eq!(request.payload.len(), 32);
+        assert!(!framed.buf.is_empty(), "the ClientHello was read too");
+        framed.start_tls(&acceptor).await.expect("handshake");
+        let mut got = [0u8; 8];
+        framed.stream.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"over tls");
+        drop(talk.await.unwrap());
     }
 }
