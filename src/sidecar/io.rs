@@ -4,7 +4,7 @@
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use crate::mysql::packet::{self, Packet, PacketError, Packets};
@@ -85,15 +85,19 @@ impl Framed {
     }
 
     /// Upgrades the socket to TLS (after the client's SSLRequest).
+    ///
+    /// Clients send their TLS ClientHello right behind the SSLRequest,
+    /// without waiting for an answer (go-sql-driver and the mariadb CLI
+    /// do), so both often arrive in one read: whatever is buffered is
+    /// the start of the TLS handshake and goes to the acceptor first.
+    /// Nothing buffered is ever read as plaintext MySQL.
     pub async fn start_tls(&mut self, acceptor: &tokio_rustls::TlsAcceptor) -> Result<(), IoError> {
         let plain = std::mem::replace(&mut self.stream, Box::new(tokio::io::duplex(1).0));
-        // Clients send their TLS ClientHello right behind the SSLRequest
-        // (PyMySQL does), so it may already sit in the read buffer: it is
-        // the start of the TLS stream and goes to the acceptor first.
-        // Nothing read before the handshake can reach the command phase
-        // as plaintext: rustls takes these bytes as TLS records or fails.
-        let early = self.buf.split().freeze();
-        let tls = acceptor.accept(Prefixed { early, inner: plain }).await?;
+        let prefixed = Prefixed {
+            prefix: self.buf.split(),
+            inner: plain,
+        };
+        let tls = acceptor.accept(prefixed).await?;
         self.stream = Box::new(tls);
         Ok(())
     }
@@ -103,30 +107,29 @@ impl Framed {
     }
 }
 
-/// A stream whose first bytes were already read: reads return `early`
-/// before reading on.
-struct Prefixed {
-    early: Bytes,
-    inner: Box<dyn Stream>,
+/// A stream that first yields bytes already read from it.
+struct Prefixed<S> {
+    prefix: BytesMut,
+    inner: S,
 }
 
-impl AsyncRead for Prefixed {
+impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        if self.early.has_remaining() {
-            let n = self.early.len().min(buf.remaining());
-            buf.put_slice(&self.early[..n]);
-            self.early.advance(n);
-            return Poll::Ready(Ok(()));
+        if self.prefix.is_empty() {
+            return Pin::new(&mut self.inner).poll_read(cx, buf);
         }
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        let n = self.prefix.len().min(buf.remaining());
+        buf.put_slice(&self.prefix[..n]);
+        self.prefix.advance(n);
+        Poll::Ready(Ok(()))
     }
 }
 
-impl AsyncWrite for Prefixed {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -147,41 +150,57 @@ impl AsyncWrite for Prefixed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::tls;
 
-    /// The SSLRequest and the ClientHello arrive in one read: the
-    /// handshake must still succeed (it failed, at random, for PyMySQL).
     #[tokio::test]
-    async fn a_client_hello_read_along_with_the_ssl_request_is_kept() {
-        tls::install_crypto_provider();
-        let dir = tempfile::tempdir().unwrap();
-        let cert = dir.path().join("cert.pem");
-        let identity = tls::Identity::self_signed(&["localhost".into()], &cert).unwrap();
-        let acceptor = tokio_rustls::TlsAcceptor::from(identity.server_config(&[]).unwrap());
-        let roots = tls::roots_from_pem(&cert).unwrap();
-        let connector = tokio_rustls::TlsConnector::from(tls::client_config(roots, &[]).unwrap());
+    async fn prefixed_yields_the_buffered_bytes_then_the_stream() {
+        let (mut client, server) = tokio::io::duplex(64);
+        client.write_all(b" world").await.unwrap();
+        drop(client);
+        let mut s = Prefixed {
+            prefix: BytesMut::from(&b"hello"[..]),
+            inner: server,
+        };
+        let mut all = Vec::new();
+        s.read_to_end(&mut all).await.unwrap();
+        assert_eq!(all, b"hello world");
+    }
 
+    /// The SSLRequest and the ClientHello in one read, as go-sql-driver
+    /// and the mariadb CLI send them: the handshake still completes.
+    #[tokio::test]
+    async fn tls_starts_when_the_client_hello_is_already_buffered() {
+        use crate::transport::tls::{Identity, client_config, roots_from_pem};
+        let dir = tempfile::tempdir().unwrap();
+        let pem = dir.path().join("cert.pem");
+        let identity = Identity::self_signed(&[], &pem).unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(identity.server_config(&[]).unwrap());
+        let connector = tokio_rustls::TlsConnector::from(
+            client_config(roots_from_pem(&pem).unwrap(), &[]).unwrap(),
+        );
         let (mut client, server) = tokio::io::duplex(64 * 1024);
-        let ssl_request = [32u8, 0, 0, 1];
-        client.write_all(&ssl_request).await.unwrap();
-        client.write_all(&[0u8; 32]).await.unwrap();
-        let talk = tokio::spawn(async move {
-            let name = "localhost".try_into().unwrap();
-            let mut tls = connector.connect(name, client).await.unwrap();
-            tls.write_all(b"over tls").await.unwrap();
-            tls.flush().await.unwrap();
-            tls
-        });
-        // Let the ClientHello land behind the SSLRequest before reading.
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         let mut framed = Framed::new(Box::new(server), 1 << 20);
-        let request = framed.read().await.unwrap();
-        assert_eq!(request.payload.len(), 32);
-        assert!(!framed.buf.is_empty(), "the ClientHello was read too");
-        framed.start_tls(&acceptor).await.expect("handshake");
-        let mut got = [0u8; 8];
-        framed.stream.read_exact(&mut got).await.unwrap();
-        assert_eq!(&got, b"over tls");
-        drop(talk.await.unwrap());
+        // join! polls the client first: its SSLRequest and ClientHello are
+        // both in the pipe before the server reads at all.
+        let (client_side, server_side) = tokio::join!(
+            async {
+                client.write_all(&[1, 0, 0, 1, 0]).await.unwrap();
+                let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+                let mut tls = connector.connect(name, client).await.unwrap();
+                tls.write_all(b"secret").await.unwrap();
+                tls.flush().await.unwrap();
+                tls
+            },
+            async {
+                let request = framed.read().await.unwrap();
+                assert!(!framed.buf.is_empty(), "the ClientHello arrived with it");
+                framed.start_tls(&acceptor).await.unwrap();
+                let mut got = [0u8; 6];
+                framed.stream.read_exact(&mut got).await.unwrap();
+                (request, got)
+            }
+        );
+        drop(client_side);
+        assert_eq!(&server_side.0.payload[..], &[0]);
+        assert_eq!(&server_side.1, b"secret");
     }
 }
