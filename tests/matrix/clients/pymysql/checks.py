@@ -166,7 +166,22 @@ def check_multi_statement():
             failing = result_sets(cur)
         except pymysql.MySQLError as e:
             failing = error(e)
-    return {"results": ok, "error_midway": failing}
+    # Without the option, the server refuses the second statement.
+    plain = connect(autocommit=True)
+    refused = []
+    with plain.cursor() as cur:
+        for sql in ("SELECT 1; SELECT 2",
+                    "SELECT 1;\n\n   SELECT '" + "long " * 30 + "' AS x",
+                    f"INSERT INTO {t} (v) VALUES ('z'); DROP TABLE {t}"):
+            try:
+                cur.execute(sql)
+                refused.append(result_sets(cur))
+            except pymysql.MySQLError as e:
+                refused.append(error(e))
+        cur.execute(f"SELECT COUNT(*) FROM {t}")
+        rows_after = cur.fetchone()[0]
+    return {"results": ok, "error_midway": failing, "without_option": refused,
+            "rows_after_refusals": rows_after}
 
 
 def check_large_result():
