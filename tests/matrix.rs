@@ -107,7 +107,10 @@ async fn every_client_answers_the_same_through_the_sidecar() {
         logs,
     });
 
-    if let Some(secs) = std::env::var("MQ_MATRIX_HOLD").ok().and_then(|s| s.parse().ok()) {
+    if let Some(secs) = std::env::var("MQ_MATRIX_HOLD")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
         return hold(&servers, secs).await;
     }
     let only: Option<BTreeSet<String>> = std::env::var("MQ_MATRIX_CLIENTS")
@@ -135,8 +138,7 @@ async fn every_client_answers_the_same_through_the_sidecar() {
             (client, verdicts)
         });
     }
-    let mut results: BTreeMap<String, Result<BTreeMap<String, Verdict>, String>> =
-        BTreeMap::new();
+    let mut results: BTreeMap<String, Result<BTreeMap<String, Verdict>, String>> = BTreeMap::new();
     while let Some(done) = tasks.join_next().await {
         let (client, verdicts) = done.expect("client task");
         results.insert(client, verdicts);
@@ -188,11 +190,32 @@ async fn hold(servers: &Servers, secs: u64) {
     let socket = servers.dir.path().join("hold.sock");
     let sidecar = start_sidecar(servers, &socket).await;
     for (name, env) in [
-        ("direct", env(servers, "direct", db.port.unwrap(), &db.socket, DIRECT_PASSWORD)),
-        ("sidecar", env(servers, "sidecar", sidecar.addr().port(), &socket, SIDECAR_PASSWORD)),
+        (
+            "direct",
+            env(
+                servers,
+                "direct",
+                db.port.unwrap(),
+                &db.socket,
+                DIRECT_PASSWORD,
+            ),
+        ),
+        (
+            "sidecar",
+            env(
+                servers,
+                "sidecar",
+                sidecar.addr().port(),
+                &socket,
+                SIDECAR_PASSWORD,
+            ),
+        ),
     ] {
         let file = servers.logs.join(format!("{name}.env"));
-        let text: String = env.iter().map(|(k, v)| format!("export {k}='{v}'\n")).collect();
+        let text: String = env
+            .iter()
+            .map(|(k, v)| format!("export {k}='{v}'\n"))
+            .collect();
         std::fs::write(&file, text).unwrap();
         eprintln!("MQ_MATRIX_HOLD: . {}", file.display());
     }
@@ -298,7 +321,10 @@ async fn start_sidecar(servers: &Servers, socket: &Path) -> Sidecar {
 
 /// A client's `setup`, which installs what it needs (fast when done).
 async fn setup(servers: &Servers, client: &str) -> Result<(), String> {
-    let script = root().join("tests/matrix/clients").join(client).join("setup");
+    let script = root()
+        .join("tests/matrix/clients")
+        .join(client)
+        .join("setup");
     if !script.exists() {
         return Ok(());
     }
@@ -421,11 +447,9 @@ fn compare(
                     ))
                 }
                 (Some(Outcome::Skip(_)), Some(Outcome::Skip(_))) => Verdict::Skip,
-                (d, v) => Verdict::Fail(format!(
-                    "direct: {}; sidecar: {}",
-                    describe(d),
-                    describe(v)
-                )),
+                (d, v) => {
+                    Verdict::Fail(format!("direct: {}; sidecar: {}", describe(d), describe(v)))
+                }
             };
             (name.clone(), verdict)
         })
@@ -565,7 +589,8 @@ fn tls_files(dir: &Path) -> TlsFiles {
     let issuer = Issuer::new(ca, ca_key);
     let key = KeyPair::generate().unwrap();
     let mut leaf = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
-    leaf.distinguished_name.push(DnType::CommonName, "localhost");
+    leaf.distinguished_name
+        .push(DnType::CommonName, "localhost");
     leaf.use_authority_key_identifier_extension = true;
     leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];

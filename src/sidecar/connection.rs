@@ -247,7 +247,10 @@ impl Connection {
         {
             let auth = self.shared.auth.read().expect("not poisoned").clone();
             let mariadb = auth.server_version.contains("MariaDB");
-            response::err(out, &errors::multi_statements_disabled(&sql, second, mariadb));
+            response::err(
+                out,
+                &errors::multi_statements_disabled(&sql, second, mariadb),
+            );
             return Next::Continue;
         }
         self.run_statement(sql, HashMap::new(), RowFormat::Text, out)

@@ -199,11 +199,9 @@ impl MariaDb {
                 .await
                 .expect("creating test users");
                 if port.is_some() {
-                    conn.query_drop(
-                        "CREATE DATABASE app2; GRANT ALL ON app2.* TO app@localhost",
-                    )
-                    .await
-                    .expect("creating TCP test users");
+                    conn.query_drop("CREATE DATABASE app2; GRANT ALL ON app2.* TO app@localhost")
+                        .await
+                        .expect("creating TCP test users");
                 }
                 conn.disconnect().await.ok();
                 return Some(db);

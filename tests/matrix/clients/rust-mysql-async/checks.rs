@@ -158,13 +158,14 @@ async fn tls(env: &Env) -> Result<Json, String> {
     if env["MQ_TLS"] != "1" {
         return Err("skip: MQ_TLS=0".into());
     }
-    let ssl = SslOpts::default().with_root_certs(vec![std::path::PathBuf::from(&env["MQ_TLS_CA"]).into()]);
+    let ssl = SslOpts::default()
+        .with_root_certs(vec![std::path::PathBuf::from(&env["MQ_TLS_CA"]).into()]);
     // With ssl_opts set, mysql_async refuses a server that does not
     // switch to TLS, and verifies its certificate and name.
-    let mut c = Conn::new(opts(env).ssl_opts(ssl))
+    let mut c = Conn::new(opts(env).ssl_opts(ssl)).await.map_err(err)?;
+    let answer = text_results(&mut c, "SELECT 'over tls' AS t")
         .await
         .map_err(err)?;
-    let answer = text_results(&mut c, "SELECT 'over tls' AS t").await.map_err(err)?;
     c.disconnect().await.map_err(err)?;
     Ok(json!({"encrypted": true, "result": answer}))
 }
@@ -216,25 +217,66 @@ fn types_params() -> Vec<Vec<Value>> {
     let s = |v: &str| Bytes(v.as_bytes().to_vec());
     vec![
         vec![
-            Int(1), Int(-128), UInt(0), Int(-32768), UInt(0), Int(-8388608), UInt(0),
-            Int(-2147483648), UInt(0), Int(i64::MIN), UInt(0),
+            Int(1),
+            Int(-128),
+            UInt(0),
+            Int(-32768),
+            UInt(0),
+            Int(-8388608),
+            UInt(0),
+            Int(-2147483648),
+            UInt(0),
+            Int(i64::MIN),
+            UInt(0),
             s("-99999999999999999999999999999999999.999999999999999999999999999999"),
-            Float(-3.40282e38), Double(-1.7976931348623157e308),
-            Date(1000, 1, 1, 0, 0, 0, 0), Date(1000, 1, 1, 0, 0, 0, 0),
-            Date(2001, 2, 3, 4, 5, 6, 7), Time(true, 34, 22, 59, 59, 0), Int(1901),
-            s("chär"), s("emoji 🐬 ok"), s("text ✓ 🐬"), Bytes((0..16).collect()),
-            Bytes(b.clone()), Bytes(b),
-            s(r#"{"k": [1, 2.5, "v", null]}"#), s("a"), s("x,z"), Bytes(vec![0; 8]),
+            Float(-3.40282e38),
+            Double(-1.7976931348623157e308),
+            Date(1000, 1, 1, 0, 0, 0, 0),
+            Date(1000, 1, 1, 0, 0, 0, 0),
+            Date(2001, 2, 3, 4, 5, 6, 7),
+            Time(true, 34, 22, 59, 59, 0),
+            Int(1901),
+            s("chär"),
+            s("emoji 🐬 ok"),
+            s("text ✓ 🐬"),
+            Bytes((0..16).collect()),
+            Bytes(b.clone()),
+            Bytes(b),
+            s(r#"{"k": [1, 2.5, "v", null]}"#),
+            s("a"),
+            s("x,z"),
+            Bytes(vec![0; 8]),
         ],
         vec![
-            Int(2), Int(127), UInt(255), Int(32767), UInt(65535), Int(8388607), UInt(16777215),
-            Int(2147483647), UInt(4294967295), Int(i64::MAX), UInt(u64::MAX),
+            Int(2),
+            Int(127),
+            UInt(255),
+            Int(32767),
+            UInt(65535),
+            Int(8388607),
+            UInt(16777215),
+            Int(2147483647),
+            UInt(4294967295),
+            Int(i64::MAX),
+            UInt(u64::MAX),
             s("99999999999999999999999999999999999.999999999999999999999999999999"),
-            Float(3.40282e38), Double(1.7976931348623157e308),
-            Date(9999, 12, 31, 0, 0, 0, 0), Date(9999, 12, 31, 23, 59, 59, 999999),
-            Date(2024, 2, 29, 23, 59, 59, 999999), Time(false, 34, 22, 59, 59, 0), UInt(2155),
-            s(""), s("🐬"), s(""), Bytes(vec![255; 16]), Bytes(vec![]), Bytes(vec![]),
-            s("[]"), s("c"), s("x,y,z"), Bytes(vec![255; 8]),
+            Float(3.40282e38),
+            Double(1.7976931348623157e308),
+            Date(9999, 12, 31, 0, 0, 0, 0),
+            Date(9999, 12, 31, 23, 59, 59, 999999),
+            Date(2024, 2, 29, 23, 59, 59, 999999),
+            Time(false, 34, 22, 59, 59, 0),
+            UInt(2155),
+            s(""),
+            s("🐬"),
+            s(""),
+            Bytes(vec![255; 16]),
+            Bytes(vec![]),
+            Bytes(vec![]),
+            s("[]"),
+            s("c"),
+            s("x,y,z"),
+            Bytes(vec![255; 8]),
         ],
         std::iter::once(Int(3))
             .chain(std::iter::repeat_n(NULL, 28))
@@ -294,20 +336,14 @@ async fn transactions(env: &Env) -> Result<Json, String> {
     c.query_drop(format!("CREATE TABLE {t} (id INT PRIMARY KEY)"))
         .await
         .map_err(err)?;
-    let mut tx = c
-        .start_transaction(TxOpts::default())
-        .await
-        .map_err(err)?;
+    let mut tx = c.start_transaction(TxOpts::default()).await.map_err(err)?;
     tx.exec_drop(format!("INSERT INTO {t} VALUES (?)"), (1,))
         .await
         .map_err(err)?;
     let unseen = count(&mut other, &t).await?;
     tx.commit().await.map_err(err)?;
     let committed = count(&mut other, &t).await?;
-    let mut tx = c
-        .start_transaction(TxOpts::default())
-        .await
-        .map_err(err)?;
+    let mut tx = c.start_transaction(TxOpts::default()).await.map_err(err)?;
     tx.query_drop(format!("INSERT INTO {t} VALUES (2)"))
         .await
         .map_err(err)?;
@@ -377,7 +413,9 @@ async fn procedure(env: &Env) -> Result<Json, String> {
     loop {
         let cols = result.columns().map(|c| columns(&c)).unwrap_or(json!([]));
         let got: Vec<Row> = result.collect().await.map_err(err)?;
-        sets.push(json!({"columns": cols, "rows": rows(got), "affected_rows": result.affected_rows()}));
+        sets.push(
+            json!({"columns": cols, "rows": rows(got), "affected_rows": result.affected_rows()}),
+        );
         if result.is_empty() {
             break;
         }
@@ -391,9 +429,11 @@ async fn multi_statement(env: &Env) -> Result<Json, String> {
     c.query_drop(format!("DROP TABLE IF EXISTS {t}"))
         .await
         .map_err(err)?;
-    c.query_drop(format!("CREATE TABLE {t} (id INT AUTO_INCREMENT PRIMARY KEY, v TEXT)"))
-        .await
-        .map_err(err)?;
+    c.query_drop(format!(
+        "CREATE TABLE {t} (id INT AUTO_INCREMENT PRIMARY KEY, v TEXT)"
+    ))
+    .await
+    .map_err(err)?;
     let ok = text_results(
         &mut c,
         &format!("SELECT 1 AS one; INSERT INTO {t} (v) VALUES ('x'), ('y'); SELECT * FROM {t} ORDER BY id"),
@@ -401,7 +441,12 @@ async fn multi_statement(env: &Env) -> Result<Json, String> {
     .await
     .map_err(err)?;
     // An error in the middle ends the batch.
-    let failing = match text_results(&mut c, &format!("SELECT 1; SELECT * FROM {P}_missing; SELECT 3")).await {
+    let failing = match text_results(
+        &mut c,
+        &format!("SELECT 1; SELECT * FROM {P}_missing; SELECT 3"),
+    )
+    .await
+    {
         Ok(v) => v,
         Err(e) => server_error(&e),
     };
@@ -415,9 +460,11 @@ async fn large_result(env: &Env) -> Result<Json, String> {
     c.query_drop(format!("DROP TABLE IF EXISTS {t}"))
         .await
         .map_err(err)?;
-    c.query_drop(format!("CREATE TABLE {t} (id INT PRIMARY KEY, v VARCHAR(1024))"))
-        .await
-        .map_err(err)?;
+    c.query_drop(format!(
+        "CREATE TABLE {t} (id INT PRIMARY KEY, v VARCHAR(1024))"
+    ))
+    .await
+    .map_err(err)?;
     c.query_drop(format!(
         "INSERT INTO {t} SELECT seq, REPEAT(CHAR(65 + seq % 26), 1000) FROM seq_1_to_{n}"
     ))
@@ -449,19 +496,27 @@ async fn last_insert_id(env: &Env) -> Result<Json, String> {
     c.query_drop(format!("DROP TABLE IF EXISTS {t}"))
         .await
         .map_err(err)?;
-    c.query_drop(format!("CREATE TABLE {t} (id BIGINT AUTO_INCREMENT PRIMARY KEY, v INT) AUTO_INCREMENT = 1000"))
-        .await
-        .map_err(err)?;
+    c.query_drop(format!(
+        "CREATE TABLE {t} (id BIGINT AUTO_INCREMENT PRIMARY KEY, v INT) AUTO_INCREMENT = 1000"
+    ))
+    .await
+    .map_err(err)?;
     c.query_drop(format!("INSERT INTO {t} (v) VALUES (1), (2)"))
         .await
         .map_err(err)?;
     let text_id = c.last_insert_id();
-    let sql_text: Option<u64> = c.query_first("SELECT LAST_INSERT_ID()").await.map_err(err)?;
+    let sql_text: Option<u64> = c
+        .query_first("SELECT LAST_INSERT_ID()")
+        .await
+        .map_err(err)?;
     c.exec_drop(format!("INSERT INTO {t} (v) VALUES (?)"), (3,))
         .await
         .map_err(err)?;
     let prepared_id = c.last_insert_id();
-    let sql_prepared: Option<u64> = c.query_first("SELECT LAST_INSERT_ID()").await.map_err(err)?;
+    let sql_prepared: Option<u64> = c
+        .query_first("SELECT LAST_INSERT_ID()")
+        .await
+        .map_err(err)?;
     Ok(json!({
         "text_insert_id": text_id, "text_last_insert_id": sql_text,
         "prepared_insert_id": prepared_id, "prepared_last_insert_id": sql_prepared,
@@ -502,7 +557,8 @@ async fn pool_reset_ping(env: &Env) -> Result<Json, String> {
     again.ping().await.map_err(err)?;
     again.query_drop("SET @matrix = 7").await.map_err(err)?;
     let reset_supported = again.reset().await.map_err(err)?;
-    let after_reset: Option<Option<i64>> = again.query_first("SELECT @matrix").await.map_err(err)?;
+    let after_reset: Option<Option<i64>> =
+        again.query_first("SELECT @matrix").await.map_err(err)?;
     drop(again);
     pool.disconnect().await.map_err(err)?;
     Ok(json!({
