@@ -459,6 +459,36 @@ async fn an_expired_transaction_is_an_error_not_a_silent_new_session() {
     );
 }
 
+/// A statement slower than the HTTP/3 heartbeat (500 ms) still ends with
+/// its result: the heartbeat is an empty message, not an empty DATA frame,
+/// which h3 reads as the end of the body (the stream then ended without an
+/// end-of-stream envelope, failing every slow statement over HTTP/3).
+#[tokio::test(flavor = "multi_thread")]
+async fn stream_execute_outlasts_heartbeats_during_a_slow_statement() {
+    let stack = Stack::start().await;
+    for (version, codec) in [
+        (Version::H3, Codec::Proto),
+        (Version::H3, Codec::Json),
+        (Version::H2, Codec::Proto),
+    ] {
+        let client = stack.client(version, codec).await;
+        let req = pb::ExecuteRequest {
+            query: "SELECT SLEEP(1.2) AS s, 7 AS n".into(),
+            ..Default::default()
+        };
+        let kept = client
+            .stream(&req, |_, m| m.result.is_some())
+            .await
+            .unwrap_or_else(|e| panic!("{version:?}/{codec:?}: {e:?}"));
+        let got: Vec<_> = kept
+            .iter()
+            .filter_map(|m| m.result.as_ref())
+            .flat_map(rows)
+            .collect();
+        assert_eq!(got, vec![vec![Some(b"0".to_vec()), Some(b"7".to_vec())]]);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn stream_execute_streams_30_mb_in_bounded_messages() {
     let stack = Stack::start().await;

@@ -11,7 +11,7 @@ use mysql_async::{Column, Conn, OptsBuilder, PoolConstraints, PoolOpts};
 use crate::api::pb;
 use crate::translate::errors::MysqlError;
 use crate::translate::rows::pack_row;
-use crate::translate::types::vitess_type;
+use crate::translate::types::{blob_subtype_name, vitess_type};
 
 use super::config::BackendConfig;
 
@@ -228,7 +228,7 @@ pub fn field(column: &Column) -> pb::Field {
         charset: u32::from(column.character_set()),
         decimals: u32::from(column.decimals()),
         flags: u32::from(flags),
-        column_type: String::new(),
+        column_type: blob_subtype_name(column.column_type() as u8, flags).into(),
     }
 }
 

@@ -183,7 +183,7 @@ fn read_value(reader: &mut Reader<'_>, ty: ParamType) -> Result<BindVariable, My
             Type::Datetime,
             DateTime::from_binary(reader.counted()?).datetime_text(),
         ),
-        MYSQL_TYPE_TIME => text_var(Type::Time, Time::from_binary(reader.counted()?).text()),
+        MYSQL_TYPE_TIME => text_var(Type::Time, param_time(reader.counted()?).text()),
         MYSQL_TYPE_BIT => var(Type::Varbinary, reader.lenenc_bytes()?),
         // STRING, VAR_STRING, VARCHAR, the BLOBs, ENUM, SET, JSON, GEOMETRY
         // and anything unknown: a length-encoded string, as the server reads it.
@@ -310,6 +310,18 @@ fn wrong_arguments() -> MysqlError {
     }
 }
 
+/// A binary TIME parameter as the server takes it (`set_param_time`): more
+/// than 838 hours (days × 24 + hours) becomes 838:59:59, keeping the
+/// fraction, silently. Sent on as text it would be an out-of-range error
+/// instead (Connector/Python encodes -838:59:59 as -841:00:01).
+fn param_time(binary: &[u8]) -> Time {
+    let mut t = Time::from_binary(binary);
+    if t.hours > 838 {
+        (t.hours, t.minute, t.second) = (838, 59, 59);
+    }
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -372,6 +384,8 @@ mod tests {
             Value::Time(false, 0, 0, 0, 0, 0),
             Value::Double(-0.0),
             Value::Float(3.4028235e38),
+            Value::Time(true, 35, 1, 0, 1, 0),
+            Value::Time(false, 40, 0, 0, 0, 7),
         ];
         let mut params = StatementParams::new(values.len() as u16);
         let vars = params.bind(&client_params(&values)).unwrap();
@@ -395,6 +409,9 @@ mod tests {
             ty(Type::Time, "0:00:00"),
             ty(Type::Float64, "-0e0"),
             ty(Type::Float64, "3.4028234663852886e38"),
+            // Out of TIME's range: clamped, as the server does.
+            ty(Type::Time, "-838:59:59"),
+            ty(Type::Time, "838:59:59.000007"),
         ];
         for (i, e) in expected.iter().enumerate() {
             assert_eq!(&bound(&vars, &format!("v{}", i + 1)), e, "v{}", i + 1);

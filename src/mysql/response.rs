@@ -19,7 +19,7 @@ use super::temporal::{DateTime, Time};
 use super::{CapabilityFlags, ColumnFlags, ColumnType, StatusFlags};
 use crate::api::pb;
 use crate::translate::errors::MysqlError;
-use crate::translate::types::{BINARY_CHARSET, mysql_type};
+use crate::translate::types::{BINARY_CHARSET, mysql_field_type};
 
 const OK_HEADER: u8 = 0x00;
 const EOF_HEADER: u8 = 0xfe;
@@ -167,7 +167,8 @@ fn write_column(b: &mut BytesMut, field: &pb::Field) {
 /// The MySQL column type of a field, from its Vitess type.
 pub fn column_type(field: &pb::Field) -> ColumnType {
     let ty = pb::Type::try_from(field.r#type).unwrap_or(pb::Type::Varbinary);
-    ColumnType::try_from(mysql_type(ty)).unwrap_or(ColumnType::MYSQL_TYPE_VAR_STRING)
+    ColumnType::try_from(mysql_field_type(ty, &field.column_type))
+        .unwrap_or(ColumnType::MYSQL_TYPE_VAR_STRING)
 }
 
 fn saturate_u16(v: u32) -> u16 {
@@ -604,6 +605,11 @@ mod tests {
             (255, 128 | 16, 63, u32::MAX, 0),
             (6, 128, 63, 0, 0),
             (13, 32 | 64, 63, 4, 0),
+            // TINY/MEDIUM/LONG BLOB and TEXT (expressions; a NULL user
+            // variable is a LONG_BLOB), told apart through column_type.
+            (251, 128 | 16, 63, u32::MAX, 0),
+            (250, 16, 45, 16777215, 0),
+            (249, 128, 63, 255, 0),
         ];
         let mut out = Packets::reply_to(0);
         let mut fields = Vec::new();
@@ -611,6 +617,7 @@ mod tests {
             let mut f = field(&format!("c{i}_é"), ty, flags, charset);
             f.column_length = len;
             f.decimals = decimals;
+            f.column_type = crate::translate::types::blob_subtype_name(ty, flags).into();
             column_definition(&mut out, &f);
             fields.push(f);
         }

@@ -292,8 +292,15 @@ impl Connection {
         {
             return self.ok(out);
         }
-        if !self.multi_statements && statement::is_multi_statement(&sql) {
-            response::err(out, &errors::multi_statements_disabled());
+        if !self.multi_statements
+            && let Some(second) = statement::second_statement(&sql)
+        {
+            let auth = self.shared.auth.read().expect("not poisoned").clone();
+            let mariadb = auth.server_version.contains("MariaDB");
+            response::err(
+                out,
+                &errors::multi_statements_disabled(&sql, second, mariadb),
+            );
             return Next::Continue;
         }
         self.run_statement(sql, HashMap::new(), RowFormat::Text, out)

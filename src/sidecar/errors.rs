@@ -82,12 +82,28 @@ pub fn interrupted() -> MysqlError {
     error(1317, "70100", "Query execution was interrupted")
 }
 
-/// ER_PARSE_ERROR, as a server without multi-statements answers.
-pub fn multi_statements_disabled() -> MysqlError {
+/// ER_PARSE_ERROR, word for word what the server answers a client that
+/// did not enable multi-statements (its parser stops at the second
+/// statement, which starts at `second`): drivers and tests match on it.
+/// MariaDB (`mariadb`) names itself and marks a cut quote with "...";
+/// MySQL cuts the quote at 80 characters.
+pub fn multi_statements_disabled(sql: &str, second: usize, mariadb: bool) -> MysqlError {
+    let rest = &sql[second..];
+    let line = sql[..second].matches('\n').count() + 1;
+    let near: String = if rest.chars().count() <= 80 {
+        rest.to_string()
+    } else if mariadb {
+        rest.chars().take(77).chain("...".chars()).collect()
+    } else {
+        rest.chars().take(80).collect()
+    };
+    let server = if mariadb { "MariaDB" } else { "MySQL" };
     error(
         1064,
         "42000",
-        "You have an error in your SQL syntax: this connection did not enable multi-statements (CLIENT_MULTI_STATEMENTS), so only one statement may be sent at a time",
+        format!(
+            "You have an error in your SQL syntax; check the manual that corresponds to your {server} server version for the right syntax to use near '{near}' at line {line}"
+        ),
     )
 }
 

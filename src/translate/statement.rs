@@ -15,7 +15,7 @@ pub fn keeps_transaction_state(sql: &str) -> bool {
         "SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE", "SHOW", "DESCRIBE", "DESC", "EXPLAIN",
         "WITH", "VALUES", "TABLE", "DO",
     ];
-    plain.iter().any(|k| keyword.eq_ignore_ascii_case(k)) && !has_inner_semicolon(sql)
+    plain.iter().any(|k| keyword.eq_ignore_ascii_case(k)) && inner_semicolon(sql).is_none()
 }
 
 /// The first word of the statement, after whitespace, comments and
@@ -53,6 +53,12 @@ pub fn leading_keyword(sql: &str) -> Option<&str> {
 /// (`CREATE … BEGIN …; …; END`) and compound statements are one statement
 /// despite their semicolons.
 pub fn is_multi_statement(sql: &str) -> bool {
+    second_statement(sql).is_some()
+}
+
+/// Where the second statement of a multi-statement `sql` starts (past the
+/// whitespace after the first `;`), as [`is_multi_statement`] decides.
+pub fn second_statement(sql: &str) -> Option<usize> {
     let compound = leading_keyword(sql).is_some_and(|k| {
         // `k` borrows from `sql`: what follows it.
         let at = k.as_ptr() as usize - sql.as_ptr() as usize;
@@ -64,11 +70,15 @@ pub fn is_multi_statement(sql: &str) -> bool {
                 && rest.len() >= 10
                 && rest[..10].eq_ignore_ascii_case("NOT ATOMIC"))
     });
-    !compound && has_inner_semicolon(sql)
+    if compound {
+        return None;
+    }
+    inner_semicolon(sql)
 }
 
 /// A `;` outside quotes with something after it: more than one statement.
-fn has_inner_semicolon(sql: &str) -> bool {
+/// Returns where that something starts.
+fn inner_semicolon(sql: &str) -> Option<usize> {
     let bytes = sql.as_bytes();
     let mut quote = None;
     let mut i = 0;
@@ -80,13 +90,15 @@ fn has_inner_semicolon(sql: &str) -> bool {
             Some(_) => {}
             None if matches!(c, b'\'' | b'"' | b'`') => quote = Some(c),
             None if c == b';' => {
-                return !sql[i + 1..].trim().is_empty();
+                let rest = &sql[i + 1..];
+                let skipped = rest.len() - rest.trim_start().len();
+                return (!rest.trim().is_empty()).then_some(i + 1 + skipped);
             }
             None => {}
         }
         i += 1;
     }
-    false
+    None
 }
 
 #[cfg(test)]
@@ -100,6 +112,7 @@ mod tests {
         assert!(!is_multi_statement("SELECT ';' FROM t; "));
         assert!(is_multi_statement("SELECT 1; DROP TABLE t"));
         assert!(is_multi_statement("BEGIN; DELETE FROM t"));
+        assert_eq!(second_statement("SELECT 1;\n  SELECT 2"), Some(12));
         assert!(!is_multi_statement(
             "CREATE PROCEDURE p() BEGIN SELECT 1; SELECT 2; END"
         ));

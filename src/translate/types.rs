@@ -79,6 +79,35 @@ pub fn vitess_type(mysql_type: u8, flags: u16) -> Type {
 /// codes, ENUM 247 and SET 248, old DECIMAL 0) come back as the code the
 /// server actually sends for such a column; Vitess types that no column
 /// has (expressions, tuples, hex literals) become VAR_STRING.
+/// Vitess has one type for the four BLOB/TEXT wire types (TINY_BLOB,
+/// MEDIUM_BLOB, LONG_BLOB, BLOB). Servers send BLOB for table columns of
+/// every size but the others for expressions (MariaDB: a NULL user
+/// variable is a LONG_BLOB), and clients show the type they received.
+/// The gateway names the three rarer ones in `Field.column_type`, which is
+/// then accurate metadata too; empty for everything else.
+pub fn blob_subtype_name(mysql_type: u8, flags: u16) -> &'static str {
+    let binary = flags & BINARY_FLAG != 0;
+    match (mysql_type, binary) {
+        (249, true) => "tinyblob",
+        (249, false) => "tinytext",
+        (250, true) => "mediumblob",
+        (250, false) => "mediumtext",
+        (251, true) => "longblob",
+        (251, false) => "longtext",
+        _ => "",
+    }
+}
+
+/// The MySQL type of a Vitess field, [`blob_subtype_name`] included.
+pub fn mysql_field_type(ty: Type, column_type: &str) -> u8 {
+    match (ty, column_type) {
+        (Type::Blob | Type::Text, "tinyblob" | "tinytext") => 249,
+        (Type::Blob | Type::Text, "mediumblob" | "mediumtext") => 250,
+        (Type::Blob | Type::Text, "longblob" | "longtext") => 251,
+        _ => mysql_type(ty),
+    }
+}
+
 pub fn mysql_type(ty: Type) -> u8 {
     match ty {
         Type::NullType => 6,

@@ -1,6 +1,8 @@
 //! A private MariaDB server per test: its own datadir (copied from a
 //! template built once per run) and a unix socket in the system temp dir.
-//! No TCP port, so nothing on the machine can collide with it.
+//! No TCP port unless asked for ([`Options::tcp`]: a free loopback port,
+//! for clients that only speak TCP), so by default nothing on the machine
+//! can collide with it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -11,7 +13,35 @@ use mysql_async::prelude::Queryable;
 pub struct MariaDb {
     child: Child,
     pub socket: PathBuf,
+    /// The loopback TCP port, when started with [`Options::tcp`].
+    pub port: Option<u16>,
     _dir: tempfile::TempDir,
+}
+
+/// What a test needs beyond the unix socket.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Also listen on a free port on 127.0.0.1, with the test accounts
+    /// (and a second database, `app2`) reachable over TCP.
+    pub tcp: bool,
+    /// Serve TLS with these PEM files.
+    pub tls: Option<TlsFiles>,
+}
+
+#[derive(Clone, Debug)]
+pub struct TlsFiles {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// A port that was free a moment ago. mariadbd binds it itself, so
+/// another process can take it first: [`MariaDb::start_with`] retries.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+        .port()
 }
 
 fn is_root() -> bool {
@@ -92,6 +122,20 @@ fn copy_dir(from: &Path, to: &Path) {
 
 impl MariaDb {
     pub async fn start() -> Self {
+        Self::start_with(Options::default()).await
+    }
+
+    pub async fn start_with(options: Options) -> Self {
+        for _ in 0..3 {
+            if let Some(db) = Self::try_start(&options).await {
+                return db;
+            }
+        }
+        panic!("mariadbd exited at start three times (its TCP port taken?)");
+    }
+
+    /// `None` if mariadbd exited during start (a port taken meanwhile).
+    async fn try_start(options: &Options) -> Option<Self> {
         let template = template();
         // Short path: unix socket paths are limited to 108 bytes.
         let dir = tempfile::Builder::new().prefix("myq-db").tempdir().unwrap();
@@ -103,7 +147,6 @@ impl MariaDb {
             .arg(format!("--socket={}", socket.display()))
             .arg(format!("--pid-file={}", dir.path().join("pid").display()))
             .arg(format!("--tmpdir={}", dir.path().display()))
-            .arg("--skip-networking")
             .arg("--innodb-buffer-pool-size=32M")
             .arg("--innodb-log-file-size=16M")
             .arg("--max-allowed-packet=64M")
@@ -115,13 +158,31 @@ impl MariaDb {
             ))
             .stdout(Stdio::null())
             .stderr(Stdio::null());
+        let port = options.tcp.then(free_port);
+        match port {
+            Some(port) => {
+                // 127.0.0.1 is `localhost` to MariaDB, so the accounts
+                // are the same over TCP and the socket.
+                cmd.arg(format!("--port={port}"))
+                    .arg("--bind-address=127.0.0.1");
+            }
+            None => {
+                cmd.arg("--skip-networking");
+            }
+        }
+        if let Some(tls) = &options.tls {
+            cmd.arg(format!("--ssl-ca={}", tls.ca.display()))
+                .arg(format!("--ssl-cert={}", tls.cert.display()))
+                .arg(format!("--ssl-key={}", tls.key.display()));
+        }
         if is_root() {
             cmd.arg("--user=root");
         }
         let child = cmd.spawn().expect("starting mariadbd");
-        let db = Self {
+        let mut db = Self {
             child,
             socket,
+            port,
             _dir: dir,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -137,8 +198,16 @@ impl MariaDb {
                 )
                 .await
                 .expect("creating test users");
+                if port.is_some() {
+                    conn.query_drop("CREATE DATABASE app2; GRANT ALL ON app2.* TO app@localhost")
+                        .await
+                        .expect("creating TCP test users");
+                }
                 conn.disconnect().await.ok();
-                return db;
+                return Some(db);
+            }
+            if let Ok(Some(_)) = db.child.try_wait() {
+                return None;
             }
             assert!(
                 Instant::now() < deadline,

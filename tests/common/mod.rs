@@ -74,7 +74,11 @@ impl Stack {
     }
 
     pub async fn start_with(tweak: impl FnOnce(&mut GatewayConfig)) -> Self {
-        let db = MariaDb::start().await;
+        Self::start_on(MariaDb::start().await, tweak).await
+    }
+
+    /// The gateway in front of an already started MariaDB.
+    pub async fn start_on(db: MariaDb, tweak: impl FnOnce(&mut GatewayConfig)) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let cert = dir.path().join("gateway.pem");
         let mut config = config(&db, cert.clone());

@@ -1,0 +1,266 @@
+"""PyMySQL through the matrix checks (contract: tests/matrix/README.md).
+PyMySQL has no server-side prepared statements: `types_prepared` uses its
+parameterised queries (client-side escaping)."""
+
+import os
+import ssl
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+
+import pymysql  # noqa: E402
+import pymysql.cursors  # noqa: E402
+from pymysql.constants import CLIENT  # noqa: E402
+
+from matrix_common import (  # noqa: E402
+    PROCEDURE, TYPES_DDL, TYPES_LITERAL, TYPES_PARAMS, Skip, big_table_sql, description,
+    digest, env, rows, run,
+)
+
+P = "pymysql"
+
+
+def connect(**kw):
+    args = dict(host=env("MQ_HOST"), port=int(env("MQ_PORT")), user=env("MQ_USER"),
+                password=env("MQ_PASSWORD"), database=env("MQ_DATABASE"), charset="utf8mb4")
+    args.update(kw)
+    return pymysql.connect(**args)
+
+
+def query(conn, sql, params=None):
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        return {"description": description(cur), "rows": rows(cur.fetchall()),
+                "rowcount": cur.rowcount, "lastrowid": cur.lastrowid,
+                "warnings": cur._result.warning_count if cur._result else None}
+
+
+def error(e):
+    return {"errno": e.args[0], "message": e.args[1], "class": type(e).__name__}
+
+
+def check_connect():
+    # The first connection: caching_sha2_password full authentication on a
+    # fresh sidecar, with the RSA key fetched over plain TCP.
+    conn = connect()
+    answer = query(conn, "SELECT 1")
+    conn.close()
+    return answer
+
+
+def check_tls():
+    if env("MQ_TLS") != "1":
+        raise Skip("MQ_TLS=0")
+    conn = connect(ssl_ca=env("MQ_TLS_CA"), ssl_verify_cert=True, ssl_verify_identity=True)
+    encrypted = isinstance(conn._sock, ssl.SSLSocket)
+    answer = query(conn, "SELECT 'over tls' AS t")
+    conn.close()
+    return {"encrypted": encrypted, "result": answer}
+
+
+def types(write):
+    conn = connect()
+    with conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {P}_types")
+        cur.execute(TYPES_DDL.format(p=P))
+    written = write(conn)
+    read = query(conn, f"SELECT * FROM {P}_types WHERE id >= %s ORDER BY id", (1,))
+    conn.close()
+    return {"written": written, "read": read}
+
+
+def check_types_text():
+    return types(lambda conn: query(conn, TYPES_LITERAL.format(p=P)))
+
+
+def check_types_prepared():
+    def write(conn):
+        marks = ", ".join(["%s"] * 29)
+        with conn.cursor() as cur:
+            n = cur.executemany(f"INSERT INTO {P}_types VALUES ({marks})", TYPES_PARAMS)
+        return {"rowcount": n}
+    return types(write)
+
+
+def count(conn, table):
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT COUNT(*) FROM {table}")
+        return cur.fetchone()[0]
+
+
+def check_transactions():
+    t = f"{P}_tx"
+    conn, other = connect(), connect(autocommit=True)
+    with conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {t}")
+        cur.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY)")
+        conn.begin()
+        cur.execute(f"INSERT INTO {t} VALUES (%s)", (1,))
+        unseen = count(other, t)
+        conn.commit()
+        committed = count(other, t)
+        conn.begin()
+        cur.execute(f"INSERT INTO {t} VALUES (2)")
+        conn.rollback()
+        rolled_back = count(other, t)
+        conn.autocommit(False)
+        cur.execute(f"INSERT INTO {t} VALUES (3)")
+        before = count(other, t)
+        conn.commit()
+        after = count(other, t)
+    return {"uncommitted_seen_by_other": unseen, "after_commit": committed,
+            "after_rollback": rolled_back, "autocommit_off_before_commit": before,
+            "autocommit_off_after_commit": after}
+
+
+def check_errors():
+    t = f"{P}_err"
+    conn = connect(autocommit=True)
+    out = []
+    with conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {t}")
+        cur.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY)")
+        cur.execute(f"INSERT INTO {t} VALUES (1)")
+        for sql in (f"INSERT INTO {t} VALUES (1)", "SELEC 1", f"SELECT * FROM {P}_no_such_table"):
+            try:
+                cur.execute(sql)
+                out.append(None)
+            except pymysql.MySQLError as e:
+                out.append(error(e))
+        cur.execute("SELECT 2")
+        after = cur.fetchone()[0]
+    return {"errors": out, "still_works": after}
+
+
+def result_sets(cur):
+    sets = [{"description": description(cur), "rows": rows(cur.fetchall()), "rowcount": cur.rowcount}]
+    while cur.nextset():
+        sets.append({"description": description(cur), "rows": rows(cur.fetchall()),
+                     "rowcount": cur.rowcount})
+    return sets
+
+
+def check_procedure():
+    conn = connect(autocommit=True)
+    with conn.cursor() as cur:
+        cur.execute(f"DROP PROCEDURE IF EXISTS {P}_two")
+        cur.execute(PROCEDURE.format(p=P))
+        cur.execute(f"CALL {P}_two(41)")
+        called = result_sets(cur)
+        cur.callproc(f"{P}_two", (7,))
+        callproc = result_sets(cur)
+    return {"call": called, "callproc": callproc}
+
+
+def check_multi_statement():
+    t = f"{P}_multi"
+    conn = connect(autocommit=True, client_flag=CLIENT.MULTI_STATEMENTS)
+    with conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {t}")
+        cur.execute(f"CREATE TABLE {t} (id INT AUTO_INCREMENT PRIMARY KEY, v TEXT)")
+        cur.execute(f"SELECT 1 AS one; INSERT INTO {t} (v) VALUES ('x'), ('y'); "
+                    f"SELECT * FROM {t} ORDER BY id")
+        ok = result_sets(cur)
+        try:
+            cur.execute(f"SELECT 1; SELECT * FROM {P}_missing; SELECT 3")
+            failing = result_sets(cur)
+        except pymysql.MySQLError as e:
+            failing = error(e)
+    # Without the option, the server refuses the second statement.
+    plain = connect(autocommit=True)
+    refused = []
+    with plain.cursor() as cur:
+        for sql in ("SELECT 1; SELECT 2",
+                    "SELECT 1;\n\n   SELECT '" + "long " * 30 + "' AS x",
+                    f"INSERT INTO {t} (v) VALUES ('z'); DROP TABLE {t}"):
+            try:
+                cur.execute(sql)
+                refused.append(result_sets(cur))
+            except pymysql.MySQLError as e:
+                refused.append(error(e))
+        cur.execute(f"SELECT COUNT(*) FROM {t}")
+        rows_after = cur.fetchone()[0]
+    return {"results": ok, "error_midway": failing, "without_option": refused,
+            "rows_after_refusals": rows_after}
+
+
+def check_large_result():
+    conn = connect(autocommit=True)
+    with conn.cursor() as cur:
+        for sql in big_table_sql(P, int(env("MQ_BIG_ROWS"))):
+            cur.execute(sql)
+    # Unbuffered, as PyMySQL's users read large results.
+    with conn.cursor(pymysql.cursors.SSCursor) as cur:
+        cur.execute(f"SELECT id, v FROM {P}_big ORDER BY id")
+        answer = digest(cur)
+    with conn.cursor() as cur:
+        cur.execute(f"DROP TABLE {P}_big")
+    return answer
+
+
+def check_last_insert_id():
+    t = f"{P}_ai"
+    conn = connect(autocommit=True)
+    with conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {t}")
+        cur.execute(f"CREATE TABLE {t} (id BIGINT AUTO_INCREMENT PRIMARY KEY, v INT) AUTO_INCREMENT = 1000")
+        cur.execute(f"INSERT INTO {t} (v) VALUES (%s), (%s)", (1, 2))
+        lastrowid, insert_id = cur.lastrowid, conn.insert_id()
+        cur.execute("SELECT LAST_INSERT_ID()")
+        sql = cur.fetchone()[0]
+    return {"lastrowid": lastrowid, "insert_id": insert_id, "last_insert_id": sql}
+
+
+def database(conn):
+    with conn.cursor() as cur:
+        cur.execute("SELECT DATABASE()")
+        return cur.fetchone()[0]
+
+
+def check_switch_database():
+    conn = connect()
+    start = database(conn)
+    conn.select_db(env("MQ_OTHER_DATABASE"))  # COM_INIT_DB
+    switched = database(conn)
+    with conn.cursor() as cur:
+        cur.execute(f"USE `{env('MQ_DATABASE')}`")
+    back = database(conn)
+    try:
+        conn.select_db("no_such_database")
+        unknown = None
+    except pymysql.MySQLError as e:
+        unknown = error(e)
+    return {"start": start, "switched": switched, "back": back, "unknown": unknown}
+
+
+def check_pool_reset_ping():
+    # PyMySQL has no pool and no reset: ping keeps the session.
+    conn = connect()
+    with conn.cursor() as cur:
+        cur.execute("SET @matrix = 42")
+    conn.ping(reconnect=False)
+    with conn.cursor() as cur:
+        cur.execute("SELECT @matrix")
+        after_ping = cur.fetchone()[0]
+    return {"ping": True, "variable_after_ping": after_ping, "open": conn.open}
+
+
+def check_cursor():
+    raise Skip("PyMySQL has no server-side cursors (SSCursor streams an unbuffered text result)")
+
+
+run([
+    ("connect", check_connect),
+    ("tls", check_tls),
+    ("types_text", check_types_text),
+    ("types_prepared", check_types_prepared),
+    ("transactions", check_transactions),
+    ("errors", check_errors),
+    ("procedure", check_procedure),
+    ("multi_statement", check_multi_statement),
+    ("large_result", check_large_result),
+    ("last_insert_id", check_last_insert_id),
+    ("switch_database", check_switch_database),
+    ("pool_reset_ping", check_pool_reset_ping),
+    ("cursor", check_cursor),
+])
