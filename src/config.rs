@@ -117,6 +117,22 @@ mod tests {
         );
     }
 
+    /// Keys documented commented out (no default) parse once uncommented.
+    #[test]
+    fn commented_example_keys_parse() {
+        let text = include_str!("../config.example.toml")
+            .replace("# tcp_congestion = ", "tcp_congestion = ");
+        let file = ConfigFile::parse(&text).expect("config.example.toml parses uncommented");
+        let name = |c: Option<crate::transport::tcp::TcpCongestion>| c.map(|c| c.to_string());
+        assert_eq!(name(file.gateway.tcp_congestion).as_deref(), Some("bbr"));
+        assert_eq!(
+            name(file.sidecar.upstream.tcp_congestion).as_deref(),
+            Some("bbr")
+        );
+        let bad = ConfigFile::parse("[gateway]\ntcp_congestion = \"BBR; x\"\n").unwrap_err();
+        assert!(bad.to_string().contains("congestion"), "{bad}");
+    }
+
     #[test]
     fn unknown_keys_are_named() {
         let err = ConfigFile::parse("[gateway]\nlisten_on = \"x\"\n").unwrap_err();

@@ -9,6 +9,8 @@ use myquic::config::ConfigFile;
 use myquic::gateway::Gateway;
 use myquic::sidecar::Sidecar;
 use myquic::telemetry::{self, LogFormat};
+use myquic::transport::quic::Congestion;
+use myquic::transport::tcp::TcpCongestion;
 
 #[derive(Parser)]
 #[command(version, about = "MySQL over HTTP/3: sidecar and gateway")]
@@ -60,6 +62,14 @@ struct GatewayArgs {
     /// [gateway.tls.self_signed_cert_out].
     #[arg(long, env = "MYQUIC_GATEWAY_SELF_SIGNED_CERT_OUT")]
     self_signed_cert_out: Option<PathBuf>,
+    /// QUIC congestion controller: bbr, cubic or newreno
+    /// [gateway.congestion].
+    #[arg(long, env = "MYQUIC_GATEWAY_CONGESTION")]
+    congestion: Option<Congestion>,
+    /// TCP congestion controller of HTTP/2 connections, e.g. bbr, cubic,
+    /// reno [gateway.tcp_congestion].
+    #[arg(long, env = "MYQUIC_GATEWAY_TCP_CONGESTION")]
+    tcp_congestion: Option<TcpCongestion>,
     /// Check the configuration and exit.
     #[arg(long)]
     check_config: bool,
@@ -93,6 +103,14 @@ struct SidecarArgs {
     /// auto, http3 or http2 [sidecar.upstream.transport].
     #[arg(long, env = "MYQUIC_SIDECAR_UPSTREAM_TRANSPORT")]
     upstream_transport: Option<String>,
+    /// QUIC congestion controller: bbr, cubic or newreno
+    /// [sidecar.upstream.congestion].
+    #[arg(long, env = "MYQUIC_SIDECAR_UPSTREAM_CONGESTION")]
+    upstream_congestion: Option<Congestion>,
+    /// TCP congestion controller of the HTTP/2 fallback, e.g. bbr, cubic,
+    /// reno [sidecar.upstream.tcp_congestion].
+    #[arg(long, env = "MYQUIC_SIDECAR_UPSTREAM_TCP_CONGESTION")]
+    upstream_tcp_congestion: Option<TcpCongestion>,
     /// Check the configuration and exit.
     #[arg(long)]
     check_config: bool,
@@ -145,6 +163,12 @@ async fn gateway(file: ConfigFile, args: GatewayArgs) -> ExitCode {
         config.tls.self_signed_cert_out = Some(out);
         config.tls.cert = None;
         config.tls.key = None;
+    }
+    if let Some(cc) = args.congestion {
+        config.congestion = cc;
+    }
+    if let Some(cc) = args.tcp_congestion {
+        config.tcp_congestion = Some(cc);
     }
     if let Some(exit) = stop_after_checking(config.validate(), args.check_config) {
         return exit;
@@ -219,6 +243,12 @@ fn sidecar_config(
             file: Some(file),
             ..Default::default()
         };
+    }
+    if let Some(cc) = args.upstream_congestion {
+        up.congestion = cc;
+    }
+    if let Some(cc) = args.upstream_tcp_congestion {
+        up.tcp_congestion = Some(cc);
     }
     if let Some(t) = args.upstream_transport {
         match t.as_str() {

@@ -590,3 +590,38 @@ async fn in_flight_call_is_lost_not_retried() {
         );
     }
 }
+
+/// `tcp_congestion` on both ends reaches both sockets of an HTTP/2
+/// connection: the client's (set before connecting) and the gateway's
+/// accepted one (inherited from its listener). `ss` reports each
+/// socket's controller; reno is never this host's default (bbr), so a
+/// setting that went nowhere shows.
+#[tokio::test(flavor = "multi_thread")]
+async fn http2_runs_the_configured_tcp_congestion_controller() {
+    let reno: myquic::transport::tcp::TcpCongestion = "reno".parse().unwrap();
+    if let Err(e) = reno.check() {
+        eprintln!("SKIPPED: {e}");
+        return;
+    }
+    let stack = Stack::start_with(|c| c.tcp_congestion = Some(reno)).await;
+    let mut config = client_config(stack.addr(), &stack.cert, Http2);
+    config.tcp_congestion = Some(reno);
+    let client = Client::new(config).unwrap();
+    execute(&client, None, "SELECT 1").await;
+    let port = stack.addr().port();
+    let out = tokio::process::Command::new("ss")
+        .args(["-tinH", "state", "established"])
+        .arg(format!("( sport = :{port} or dport = :{port} )"))
+        .output()
+        .await
+        .expect("ss (iproute2) runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // Each socket is a line of addresses, then an indented line of TCP
+    // info that starts with the controller's name.
+    let controllers: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with(char::is_whitespace))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(controllers, ["reno", "reno"], "{text}");
+}

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::api::Encoding;
 use crate::transport::quic::Congestion;
+use crate::transport::tcp::TcpCongestion;
 
 /// Which HTTP version to use.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
@@ -123,6 +124,9 @@ pub struct ClientConfig {
     /// not. The gateway's unary results stop at 64 MiB by default.
     pub max_message_bytes: usize,
     pub congestion: Congestion,
+    /// TCP congestion controller of the HTTP/2 connection; `None` leaves
+    /// the host's default.
+    pub tcp_congestion: Option<TcpCongestion>,
 }
 
 impl ClientConfig {
@@ -150,6 +154,7 @@ impl ClientConfig {
             accept_encodings: vec![Encoding::Zstd, Encoding::Snappy],
             max_message_bytes: 128 << 20,
             congestion: Congestion::default(),
+            tcp_congestion: None,
         }
     }
 
@@ -211,6 +216,7 @@ impl fmt::Debug for ClientConfig {
             .field("accept_encodings", &self.accept_encodings)
             .field("max_message_bytes", &self.max_message_bytes)
             .field("congestion", &self.congestion)
+            .field("tcp_congestion", &self.tcp_congestion)
             .finish_non_exhaustive()
     }
 }

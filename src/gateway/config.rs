@@ -7,6 +7,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::config::{ConfigError, Secret};
+use crate::transport::quic::Congestion;
+use crate::transport::tcp::TcpCongestion;
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -18,6 +20,12 @@ pub struct GatewayConfig {
     pub credentials: Vec<Credential>,
     pub sessions: SessionConfig,
     pub limits: Limits,
+    /// QUIC congestion controller: `bbr`, `cubic` or `newreno`.
+    pub congestion: Congestion,
+    /// TCP congestion controller of HTTP/2 connections (`bbr`, `cubic`,
+    /// `reno`, …), set on the listener and so on every accepted
+    /// connection; unset: the host's default.
+    pub tcp_congestion: Option<TcpCongestion>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -103,6 +111,8 @@ impl Default for GatewayConfig {
             credentials: Vec::new(),
             sessions: SessionConfig::default(),
             limits: Limits::default(),
+            congestion: Congestion::default(),
+            tcp_congestion: None,
         }
     }
 }
@@ -169,6 +179,11 @@ impl GatewayConfig {
         }
         if self.backend.max_connections == 0 || self.sessions.max_sessions == 0 {
             return invalid("gateway.backend.max_connections", "must be positive");
+        }
+        if let Some(cc) = self.tcp_congestion
+            && let Err(e) = cc.check()
+        {
+            return invalid("gateway.tcp_congestion", &e);
         }
         if self.limits.stream_message_bytes == 0 || self.limits.max_request_bytes == 0 {
             return invalid("gateway.limits", "sizes must be positive");

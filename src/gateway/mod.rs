@@ -25,7 +25,7 @@ pub use config::{BackendConfig, Credential, GatewayConfig, Limits, SessionConfig
 
 use crate::config::ConfigError;
 use crate::transport::tls::{Identity, TlsError, install_crypto_provider};
-use crate::transport::{Handler, h2_server, h3_server, quic::Congestion};
+use crate::transport::{Handler, h2_server, h3_server};
 use auth::{Account, Accounts};
 use rpc::Rpc;
 use service::Service;
@@ -88,7 +88,7 @@ impl Gateway {
             },
         });
 
-        let (endpoint, tcp) = bind_pair(config.listen, &identity).await?;
+        let (endpoint, tcp) = bind_pair(&config, &identity).await?;
         let addr = endpoint.local_addr().map_err(|e| GatewayError::Bind {
             addr: config.listen,
             reason: e.to_string(),
@@ -125,7 +125,12 @@ impl Gateway {
                 }
             });
         }
-        info!(%addr, "gateway listening (HTTP/3 on UDP, HTTP/2 and HTTP/1.1 on TCP)");
+        info!(
+            %addr,
+            quic_congestion = %config.congestion,
+            tcp_congestion = config.tcp_congestion.as_ref().map_or("host default", |c| c.as_str()),
+            "gateway listening (HTTP/3 on UDP, HTTP/2 and HTTP/1.1 on TCP)"
+        );
         Ok(Self {
             addr,
             shutdown,
@@ -173,20 +178,29 @@ fn accounts(config: &GatewayConfig) -> Result<Accounts, ConfigError> {
 
 /// Binds UDP and TCP on the same port number. With port 0 the UDP port is
 /// chosen first and TCP follows it, retrying if that TCP port is taken.
+/// QUIC and TCP get their configured congestion controllers (TCP's on the
+/// listener, which accepted connections inherit).
 async fn bind_pair(
-    listen: SocketAddr,
+    config: &GatewayConfig,
     identity: &Identity,
 ) -> Result<(quinn::Endpoint, TcpListener), GatewayError> {
+    let listen = config.listen;
     let bind_err = |reason: String| GatewayError::Bind {
         addr: listen,
         reason,
     };
     for _ in 0..20 {
-        let endpoint = h3_server::bind(listen, identity, Congestion::default())
+        let endpoint = h3_server::bind(listen, identity, config.congestion)
             .map_err(|e| bind_err(e.to_string()))?;
         let addr = endpoint.local_addr().map_err(|e| bind_err(e.to_string()))?;
         match TcpListener::bind(addr).await {
-            Ok(tcp) => return Ok((endpoint, tcp)),
+            Ok(tcp) => {
+                if let Some(cc) = config.tcp_congestion {
+                    cc.apply(&tcp)
+                        .map_err(|e| bind_err(format!("TCP congestion {cc}: {e}")))?;
+                }
+                return Ok((endpoint, tcp));
+            }
             Err(e) if listen.port() == 0 && e.kind() == std::io::ErrorKind::AddrInUse => continue,
             Err(e) => return Err(bind_err(format!("TCP: {e}"))),
         }

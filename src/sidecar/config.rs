@@ -10,6 +10,7 @@ use crate::client::TransportPreference;
 use crate::client::defaults;
 use crate::config::{ConfigError, Secret};
 use crate::transport::quic::Congestion;
+use crate::transport::tcp::TcpCongestion;
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -96,6 +97,9 @@ pub struct UpstreamConfig {
     pub compress_min_bytes: usize,
     /// QUIC congestion controller: `bbr`, `cubic` or `newreno`.
     pub congestion: Congestion,
+    /// TCP congestion controller of the HTTP/2 fallback (`bbr`, `cubic`,
+    /// `reno`, …); unset: the host's default.
+    pub tcp_congestion: Option<TcpCongestion>,
 }
 
 impl Default for SidecarConfig {
@@ -139,6 +143,7 @@ impl Default for UpstreamConfig {
             connect_timeout: defaults::CONNECT_TIMEOUT,
             compress_min_bytes: defaults::COMPRESS_MIN_BYTES,
             congestion: Congestion::default(),
+            tcp_congestion: None,
         }
     }
 }
@@ -174,6 +179,10 @@ impl SidecarConfig {
         }
         if self.tls.cert.is_some() != self.tls.key.is_some() {
             return Err(invalid("sidecar.tls", "give both cert and key, or neither"));
+        }
+        if let Some(cc) = self.upstream.tcp_congestion {
+            cc.check()
+                .map_err(|e| invalid("sidecar.upstream.tcp_congestion", &e))?;
         }
         if self.max_allowed_packet < 1024 {
             return Err(invalid(

@@ -10,11 +10,11 @@ use bytes::{Buf, Bytes, BytesMut};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 use super::HttpVersion;
 use super::quic::{Congestion, client_transport_config, udp_socket};
+use super::tcp::TcpCongestion;
 use super::tls::{ALPN_H2, ALPN_H3};
 
 #[derive(Debug, thiserror::Error)]
@@ -34,7 +34,10 @@ pub enum ClientError {
 /// How a connection notices that its peer is gone.
 #[derive(Clone, Copy, Debug)]
 pub struct ConnectOptions {
+    /// QUIC's congestion controller.
     pub congestion: Congestion,
+    /// TCP's (HTTP/2); `None` leaves the host's default.
+    pub tcp_congestion: Option<TcpCongestion>,
     /// QUIC PING / HTTP/2 PING interval, sent even while idle.
     pub keep_alive: Duration,
     /// HTTP/3: the connection dies after this long without a packet from
@@ -110,6 +113,7 @@ impl Connection {
     ) -> Result<Self, ClientError> {
         let options = ConnectOptions {
             congestion,
+            tcp_congestion: None,
             keep_alive,
             idle_timeout: Duration::from_secs(60),
         };
@@ -176,14 +180,16 @@ impl Connection {
     ) -> Result<Self, ClientError> {
         let options = ConnectOptions {
             congestion: Congestion::default(),
+            tcp_congestion: None,
             keep_alive: Duration::from_secs(15),
             idle_timeout: Duration::from_secs(20),
         };
         Self::connect_h2_with(addr, server_name, tls, &options).await
     }
 
-    /// Opens an HTTP/2 connection over TLS to `addr`. TCP's congestion
-    /// controller is the host's; `options.congestion` does not apply.
+    /// Opens an HTTP/2 connection over TLS to `addr`, with TCP's
+    /// congestion controller from `options.tcp_congestion` (the host's
+    /// default if unset).
     pub async fn connect_h2_with(
         addr: SocketAddr,
         server_name: &str,
@@ -195,7 +201,18 @@ impl Connection {
         tls.alpn_protocols = vec![ALPN_H2.to_vec()];
         let name = rustls::pki_types::ServerName::try_from(server_name.to_string())
             .map_err(|e| err(&e))?;
-        let tcp = TcpStream::connect(addr).await.map_err(|e| err(&e))?;
+        let socket = if addr.is_ipv6() {
+            tokio::net::TcpSocket::new_v6()
+        } else {
+            tokio::net::TcpSocket::new_v4()
+        }
+        .map_err(|e| err(&e))?;
+        if let Some(cc) = options.tcp_congestion {
+            // Before connecting, so the first window already follows it.
+            cc.apply(&socket)
+                .map_err(|e| err(&format!("TCP congestion {cc}: {e}")))?;
+        }
+        let tcp = socket.connect(addr).await.map_err(|e| err(&e))?;
         let _ = tcp.set_nodelay(true);
         let stream = tokio_rustls::TlsConnector::from(Arc::new(tls))
             .connect(name, tcp)

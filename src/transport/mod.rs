@@ -6,6 +6,7 @@ pub mod client;
 pub mod h2_server;
 pub mod h3_server;
 pub mod quic;
+pub mod tcp;
 pub mod tls;
 
 use std::future::Future;

@@ -29,6 +29,35 @@ pub enum Congestion {
     NewReno,
 }
 
+impl Congestion {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Bbr => "bbr",
+            Self::Cubic => "cubic",
+            Self::NewReno => "newreno",
+        }
+    }
+}
+
+impl std::str::FromStr for Congestion {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "bbr" => Ok(Self::Bbr),
+            "cubic" => Ok(Self::Cubic),
+            "newreno" => Ok(Self::NewReno),
+            other => Err(format!("{other:?} is not bbr, cubic or newreno")),
+        }
+    }
+}
+
+impl std::fmt::Display for Congestion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The server's settings (and those of short-lived tools): a 60 s idle
 /// timeout, keep-alive only if asked for.
 pub fn transport_config(
