@@ -303,6 +303,7 @@ async fn handshake(
 ) -> bool {
     let options = ConnectOptions {
         congestion: config.congestion,
+        tcp_congestion: config.tcp_congestion,
         keep_alive: config.keep_alive,
         idle_timeout: config.idle_timeout.max(STEP_TIMEOUT),
     };
