@@ -21,7 +21,7 @@ FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /src/out/myquic /usr/local/bin/myquic
 USER 65532:65532
 # HTTP/3 (UDP) and HTTP/2 (TCP) share the gateway's port; the sidecar's
-# MySQL port; the admin endpoint (probes, /metrics).
-EXPOSE 8443/udp 8443/tcp 3306/tcp 9801/tcp
+# MySQL port; the admin endpoints (probes, /metrics): sidecar 9901, gateway 9902.
+EXPOSE 8443/udp 8443/tcp 3306/tcp 9901/tcp 9902/tcp
 ENTRYPOINT ["/usr/local/bin/myquic"]
 CMD ["--config", "/etc/myquic/myquic.toml", "gateway"]

@@ -96,6 +96,17 @@ fn broken_manifests_are_rejected() {
     let (ok, text) = validate(&[&probe]);
     assert!(!ok && text.contains("readinessProbe port 8443"), "{text}");
 
+    // A grace period shorter than the drain: the kubelet would kill it
+    // mid-drain, cutting transactions the drain promised to let finish.
+    let grace = broken(
+        dir.path(),
+        "sidecar.yaml",
+        "terminationGracePeriodSeconds: 45",
+        "terminationGracePeriodSeconds: 20",
+    );
+    let (ok, text) = validate(&[&grace]);
+    assert!(!ok && text.contains("killed mid-drain"), "{text}");
+
     // The Service's UDP port pointing at a port the pod does not open.
     let udp = broken(
         dir.path(),
