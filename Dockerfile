@@ -15,7 +15,8 @@ COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked --bin myquic \
-    && mkdir -p out && cp target/release/myquic out/myquic
+    && mkdir -p out && cp target/release/myquic out/myquic \
+    && strip --strip-debug out/myquic
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /src/out/myquic /usr/local/bin/myquic
