@@ -15,6 +15,7 @@ pub mod admin;
 pub mod api;
 pub mod client;
 pub mod config;
+pub mod doctor;
 pub mod gateway;
 pub mod mysql;
 pub mod query;

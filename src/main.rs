@@ -42,6 +42,11 @@ enum Command {
     /// Wait until a sidecar's admin endpoint reports ready (exit 1 on
     /// timeout): for container start order.
     Wait(myquic::admin::wait::WaitArgs),
+    /// Check, from where the sidecar runs, every step to its gateway (DNS,
+    /// TCP, UDP, TLS certificate, HTTP/3, HTTP/2, authentication, a round
+    /// trip) and explain what is wrong. Takes the sidecar's configuration.
+    /// Exit 0: all good; 2: works with warnings; 1: cannot serve queries.
+    Doctor(SidecarArgs),
 }
 
 /// Flags override the environment, which overrides the file.
@@ -153,6 +158,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Gateway(args) => runtime.block_on(gateway(file, args)),
         Command::Sidecar(args) => runtime.block_on(sidecar(file, args)),
+        Command::Doctor(args) => runtime.block_on(doctor(file, args)),
         Command::Query(args) => match runtime.block_on(myquic::query::run(args)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -220,6 +226,46 @@ async fn gateway(file: ConfigFile, args: GatewayArgs) -> ExitCode {
 }
 
 async fn sidecar(file: ConfigFile, args: SidecarArgs) -> ExitCode {
+    let check_only = args.check_config;
+    let config = match sidecar_config(file, args) {
+        Ok(config) => config,
+        Err(exit) => return exit,
+    };
+    if let Some(exit) = stop_after_checking(config.validate(), check_only) {
+        return exit;
+    }
+    let admin = config.admin.clone();
+    let drain = config.drain.clone();
+    let sidecar = match Sidecar::start(config).await {
+        Ok(s) => s,
+        Err(e @ myquic::sidecar::StartError::Config(_)) => {
+            eprintln!("myquic: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+        Err(e) => {
+            eprintln!("myquic: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut stop = match Stop::new(&admin, sidecar.health()).await {
+        Ok(stop) => stop,
+        Err(exit) => return exit,
+    };
+    stop.requested().await;
+    tracing::info!("shutting down: draining");
+    match sidecar.drain(&drain, stop.signal()).await {
+        myquic::sidecar::Drained::Clean => exit_after_drain(true),
+        myquic::sidecar::Drained::Cut(_) => exit_after_drain(false),
+        myquic::sidecar::Drained::Forced => forced(),
+    }
+}
+
+/// The sidecar's configuration: the file's `[sidecar]` with flags and
+/// environment on top.
+fn sidecar_config(
+    file: ConfigFile,
+    args: SidecarArgs,
+) -> Result<myquic::sidecar::SidecarConfig, ExitCode> {
     let mut config = file.sidecar;
     if let Some(listen) = args.listen {
         config.listen = listen;
@@ -259,40 +305,25 @@ async fn sidecar(file: ConfigFile, args: SidecarArgs) -> ExitCode {
             "http2" => up.transport = myquic::client::TransportPreference::Http2,
             other => {
                 eprintln!("myquic: --upstream-transport: {other:?} is not auto, http3 or http2");
-                return ExitCode::from(EXIT_CONFIG);
+                return Err(ExitCode::from(EXIT_CONFIG));
             }
         }
     }
     if let Some(listen) = args.admin_listen {
         config.admin.listen = listen;
     }
-    if let Some(exit) = stop_after_checking(config.validate(), args.check_config) {
-        return exit;
-    }
-    let admin = config.admin.clone();
-    let drain = config.drain.clone();
-    let sidecar = match Sidecar::start(config).await {
-        Ok(s) => s,
-        Err(e @ myquic::sidecar::StartError::Config(_)) => {
-            eprintln!("myquic: {e}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
-        Err(e) => {
-            eprintln!("myquic: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let mut stop = match Stop::new(&admin, sidecar.health()).await {
-        Ok(stop) => stop,
+    Ok(config)
+}
+
+async fn doctor(file: ConfigFile, args: SidecarArgs) -> ExitCode {
+    let config = match sidecar_config(file, args) {
+        Ok(config) => config,
         Err(exit) => return exit,
     };
-    stop.requested().await;
-    tracing::info!("shutting down: draining");
-    match sidecar.drain(&drain, stop.signal()).await {
-        myquic::sidecar::Drained::Clean => exit_after_drain(true),
-        myquic::sidecar::Drained::Cut(_) => exit_after_drain(false),
-        myquic::sidecar::Drained::Forced => forced(),
-    }
+    myquic::transport::tls::install_crypto_provider();
+    let report = myquic::doctor::run(&config).await;
+    print!("{report}");
+    ExitCode::from(report.exit_code())
 }
 
 fn exit_after_drain(clean: bool) -> ExitCode {

@@ -82,10 +82,11 @@ impl Sidecar {
     pub async fn start(config: SidecarConfig) -> Result<Self, StartError> {
         config.validate()?;
         tls::install_crypto_provider();
-        let client = Client::new(client_config(&config)?).map_err(|e| ConfigError::Invalid {
-            key: "sidecar.upstream",
-            reason: e.to_string(),
-        })?;
+        let client =
+            Client::new(upstream_client_config(&config)?).map_err(|e| ConfigError::Invalid {
+                key: "sidecar.upstream",
+                reason: e.to_string(),
+            })?;
         let auth = auth_config(&config)?;
         if auth.default_plugin == Plugin::CachingSha2Password {
             // Generating an RSA key takes long enough to stall a runtime
@@ -190,7 +191,9 @@ impl Sidecar {
     }
 }
 
-fn client_config(config: &SidecarConfig) -> Result<ClientConfig, ConfigError> {
+/// The psdb client settings for `[sidecar.upstream]` (also what `myquic
+/// doctor` checks with).
+pub fn upstream_client_config(config: &SidecarConfig) -> Result<ClientConfig, ConfigError> {
     let up = &config.upstream;
     let (host, port) = config.upstream_authority()?;
     let roots = match &up.ca {
