@@ -395,11 +395,37 @@ impl Connection {
         }
     }
 
+    /// Gives the upstream session the collation the client named in its
+    /// handshake, as a server does: it decides the character set of
+    /// results and the collation number in column definitions (mysql2
+    /// asks for utf8mb4_unicode_ci, 224). The gateway's sessions start
+    /// with utf8mb4_general_ci (45), so only other collations cost a
+    /// request. A collation the backend does not know is ignored, as
+    /// MariaDB ignores it in a handshake (it keeps its default).
+    pub async fn set_collation(&mut self, id: u16) {
+        if id == u16::from(crate::mysql::auth::DEFAULT_CHARSET) {
+            return;
+        }
+        let Some(sql) = statement::set_names(id) else {
+            return;
+        };
+        if let Ok(reply) = self
+            .shared
+            .client
+            .execute(self.session.cookie(), sql, HashMap::new())
+            .await
+            && let Some(cookie) = reply.session
+        {
+            self.session.update(cookie);
+        }
+    }
+
     async fn change_user(&mut self, seq: u8, payload: bytes::Bytes, out: &mut Packets) -> Next {
         match super::login::change_user(self, seq, payload, out).await {
             Ok(login) => {
                 self.close_upstream();
                 self.statements.clear();
+                self.set_collation(login.charset).await;
                 if let Some(db) = login.database {
                     self.use_database(&db).await;
                 }

@@ -58,7 +58,7 @@ pub fn cursor_too_large(limit: usize) -> MysqlError {
     error(
         1105,
         "HY000",
-        &format!(
+        format!(
             "The cursor's remaining rows exceed {} MiB, more than the sidecar buffers while other statements run on the connection; read the cursor to its end first",
             limit >> 20
         ),

@@ -180,8 +180,10 @@ async function typesPrepared(conn) {
   const [sel, fields] = await run(conn, `SELECT * FROM ${t} WHERE id > ? ORDER BY id`, [0]);
   // Parameter values echoed back (column names/types of a bare `?` differ
   // by design through the sidecar: psdb binds become SQL literals).
-  const [echo] = await run(conn, 'SELECT ? AS p1, ? AS p2, ? AS p3, ? AS p4, ? AS p5, ? AS p6, ? AS p7',
-    [-1, 1.5, '🐬', Buffer.from([0, 255]), null, true, new Date(Date.UTC(2001, 1, 3, 4, 5, 6, 789))]);
+  // (A Date is left out: bound server-side it comes back as a DATETIME
+  // Date directly, as a string literal's VARCHAR through the sidecar.)
+  const [echo] = await run(conn, 'SELECT ? AS p1, ? AS p2, ? AS p3, ? AS p4, ? AS p5, ? AS p6',
+    [-1, 1.5, '🐬', Buffer.from([0, 255]), null, true]);
   return { affected, select: result(sel, fields), echo: echo.map((r) => Object.values(r).map(value)) };
 }
 
