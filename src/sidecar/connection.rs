@@ -49,8 +49,12 @@ struct OpenCursor {
     cursor: Cursor,
     stream: Option<ExecuteStream>,
     /// Set when the rest of the result could not be kept (see
-    /// [`CURSOR_BUFFER_LIMIT`]): the next fetch gets it.
+    /// [`CURSOR_BUFFER_LIMIT`]) or its stream failed: the next fetch gets
+    /// it.
     failed: Option<MysqlError>,
+    /// The failure also ended the upstream session: the connection closes
+    /// after that fetch, as after any statement whose session is gone.
+    session_lost: bool,
 }
 
 /// Most bytes of row values an open cursor buffers when the session must
@@ -534,6 +538,7 @@ impl Connection {
                             ),
                             stream: Some(stream),
                             failed: None,
+                            session_lost: false,
                         };
                         let rows = pb::QueryResult {
                             rows: result.rows.clone(),
@@ -664,6 +669,7 @@ impl Connection {
             }
             Err(e) => {
                 open.failed = Some(errors::from_call(&e, session.in_transaction));
+                open.session_lost = errors::call_ends_session(&e);
                 open.stream = None;
             }
         }
@@ -686,7 +692,11 @@ impl Connection {
                 // Rows already written are followed by the ERR, which ends
                 // the cursor (MySQL's shape for a fetch that fails).
                 response::err(out, &e);
-                return Next::Continue;
+                return if open.session_lost {
+                    Next::Close
+                } else {
+                    Next::Continue
+                };
             }
             // Keep reading after a satisfied fetch only to see the end of
             // a set that is complete (the end of its stream follows).
