@@ -273,18 +273,8 @@ impl Connection {
         {
             return self.ok(out);
         }
-        if !self.multi_statements
-            && let Some(at) = statement::second_statement(&sql)
-        {
-            let mariadb = (self
-                .shared
-                .auth
-                .read()
-                .expect("not poisoned")
-                .server_version)
-                .contains("MariaDB");
-            let flavor = if mariadb { "MariaDB" } else { "MySQL" };
-            response::err(out, &errors::multi_statements_disabled(&sql, at, flavor));
+        if !self.multi_statements && statement::is_multi_statement(&sql) {
+            response::err(out, &errors::multi_statements_disabled());
             return Next::Continue;
         }
         self.run_statement(sql, HashMap::new(), RowFormat::Text, out)

@@ -84,19 +84,12 @@ pub fn interrupted() -> MysqlError {
     error(1317, "70100", "Query execution was interrupted")
 }
 
-/// ER_PARSE_ERROR, as a server without multi-statements answers: its
-/// parser stops at the second statement (`at`, a byte offset in `sql`)
-/// and quotes up to 80 characters from there, with the line number.
-/// `flavor` is "MariaDB" or "MySQL", as the server names itself.
-pub fn multi_statements_disabled(sql: &str, at: usize, flavor: &str) -> MysqlError {
-    let near: String = sql[at..].chars().take(80).collect();
-    let line = 1 + sql[..at].matches('\n').count();
+/// ER_PARSE_ERROR, as a server without multi-statements answers.
+pub fn multi_statements_disabled() -> MysqlError {
     error(
         1064,
         "42000",
-        format!(
-            "You have an error in your SQL syntax; check the manual that corresponds to your {flavor} server version for the right syntax to use near '{near}' at line {line}"
-        ),
+        "You have an error in your SQL syntax: this connection did not enable multi-statements (CLIENT_MULTI_STATEMENTS), so only one statement may be sent at a time",
     )
 }
 
@@ -176,22 +169,5 @@ pub fn from_call(e: &CallError, in_transaction: bool) -> MysqlError {
             "08S01",
             format!("Lost connection to MySQL server: {other}"),
         ),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn multi_statement_refusal_reads_like_the_servers_parse_error() {
-        let sql = "SELECT 1;\n  SELECT 2";
-        let at = crate::translate::statement::second_statement(sql).unwrap();
-        let e = multi_statements_disabled(sql, at, "MariaDB");
-        assert_eq!((e.code, e.state.as_str()), (1064, "42000"));
-        assert_eq!(
-            e.message,
-            "You have an error in your SQL syntax; check the manual that corresponds to your MariaDB server version for the right syntax to use near 'SELECT 2' at line 2"
-        );
     }
 }

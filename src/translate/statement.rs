@@ -53,13 +53,6 @@ pub fn leading_keyword(sql: &str) -> Option<&str> {
 /// (`CREATE … BEGIN …; …; END`) and compound statements are one statement
 /// despite their semicolons.
 pub fn is_multi_statement(sql: &str) -> bool {
-    second_statement(sql).is_some()
-}
-
-/// Where the second statement of a multi-statement starts (see
-/// [`is_multi_statement`]): the byte offset of its first non-blank
-/// character, which is where a server's parser reports the error.
-pub fn second_statement(sql: &str) -> Option<usize> {
     let compound = leading_keyword(sql).is_some_and(|k| {
         // `k` borrows from `sql`: what follows it.
         let at = k.as_ptr() as usize - sql.as_ptr() as usize;
@@ -71,21 +64,11 @@ pub fn second_statement(sql: &str) -> Option<usize> {
                 && rest.len() >= 10
                 && rest[..10].eq_ignore_ascii_case("NOT ATOMIC"))
     });
-    if compound {
-        return None;
-    }
-    inner_semicolon(sql).map(|i| {
-        let rest = &sql[i + 1..];
-        i + 1 + (rest.len() - rest.trim_start().len())
-    })
-}
-
-fn has_inner_semicolon(sql: &str) -> bool {
-    inner_semicolon(sql).is_some()
+    !compound && has_inner_semicolon(sql)
 }
 
 /// A `;` outside quotes with something after it: more than one statement.
-fn inner_semicolon(sql: &str) -> Option<usize> {
+fn has_inner_semicolon(sql: &str) -> bool {
     let bytes = sql.as_bytes();
     let mut quote = None;
     let mut i = 0;
@@ -97,13 +80,13 @@ fn inner_semicolon(sql: &str) -> Option<usize> {
             Some(_) => {}
             None if matches!(c, b'\'' | b'"' | b'`') => quote = Some(c),
             None if c == b';' => {
-                return (!sql[i + 1..].trim().is_empty()).then_some(i);
+                return !sql[i + 1..].trim().is_empty();
             }
             None => {}
         }
         i += 1;
     }
-    None
+    false
 }
 
 /// `SET NAMES` for a collation id from a handshake, or `None` for an id
@@ -147,7 +130,6 @@ mod tests {
         assert!(!is_multi_statement("SELECT ';' FROM t; "));
         assert!(is_multi_statement("SELECT 1; DROP TABLE t"));
         assert!(is_multi_statement("BEGIN; DELETE FROM t"));
-        assert_eq!(second_statement("SELECT 1;\n  SELECT 2"), Some(12));
         assert!(!is_multi_statement(
             "CREATE PROCEDURE p() BEGIN SELECT 1; SELECT 2; END"
         ));
