@@ -38,7 +38,7 @@ use rand::RngCore;
 use rsa::pkcs1::DecodeRsaPrivateKey;
 use rsa::pkcs8::{DecodePrivateKey, EncodePublicKey, LineEnding};
 use rsa::traits::PublicKeyParts;
-use rsa::{Oaep, RsaPrivateKey};
+use rsa::{Oaep, Pkcs1v15Encrypt, RsaPrivateKey};
 use sha1::Sha1;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -325,13 +325,25 @@ impl RsaKey {
         self.pair().map(|p| p.private.size())
     }
 
-    /// RSA-OAEP (SHA-1, as MySQL uses) decryption, blinded against timing.
-    fn decrypt(&self, ciphertext: &[u8]) -> Result<Option<Vec<u8>>, RsaKeyError> {
+    /// RSA-OAEP (SHA-1, as MySQL uses) decryption, blinded against timing;
+    /// PKCS#1 v1.5 with `legacy_padding` (what clients send to servers
+    /// older than MySQL 8.0.5). Either failure is the same "denied" to
+    /// the client, so padding errors are no oracle beyond timing.
+    fn decrypt(
+        &self,
+        ciphertext: &[u8],
+        legacy_padding: bool,
+    ) -> Result<Option<Vec<u8>>, RsaKeyError> {
         let pair = self.pair()?;
-        Ok(pair
-            .private
-            .decrypt_blinded(&mut rsa::rand_core::OsRng, Oaep::new::<Sha1>(), ciphertext)
-            .ok())
+        let mut rng = rsa::rand_core::OsRng;
+        let plain = if legacy_padding {
+            pair.private
+                .decrypt_blinded(&mut rng, Pkcs1v15Encrypt, ciphertext)
+        } else {
+            pair.private
+                .decrypt_blinded(&mut rng, Oaep::new::<Sha1>(), ciphertext)
+        };
+        Ok(plain.ok())
     }
 }
 
@@ -761,7 +773,7 @@ impl Handshake {
         match self.account() {
             Account::Open => {
                 if !empty {
-                    out.push_payload(&[AUTH_MORE_DATA, FAST_AUTH_SUCCESS]);
+                    self.more_data(out, &[FAST_AUTH_SUCCESS]);
                 }
                 return Ok(self.finish(Plugin::CachingSha2Password, out));
             }
@@ -776,14 +788,43 @@ impl Handshake {
                 if !sha2_matches(&self.nonce, pw, response) {
                     return Err(self.denied());
                 }
-                out.push_payload(&[AUTH_MORE_DATA, FAST_AUTH_SUCCESS]);
+                self.more_data(out, &[FAST_AUTH_SUCCESS]);
                 return Ok(self.finish(Plugin::CachingSha2Password, out));
             }
             Account::Known(_) | Account::Unknown => {}
         }
-        out.push_payload(&[AUTH_MORE_DATA, PERFORM_FULL_AUTH]);
+        self.more_data(out, &[PERFORM_FULL_AUTH]);
         self.state = State::AwaitFullAuth;
         Ok(Progress::Continue)
+    }
+
+    /// An AuthMoreData packet: 0x01, then `body` (without the 0x01 for
+    /// [`connector_j_on_old_version`](Self::connector_j_on_old_version)).
+    fn more_data(&self, out: &mut Packets, body: &[u8]) {
+        let legacy = self.connector_j_on_old_version();
+        out.push(|b| {
+            if !legacy {
+                b.put_u8(AUTH_MORE_DATA);
+            }
+            b.put_slice(body);
+        });
+    }
+
+    /// MySQL Connector/J while our version is MariaDB's "5.5.5-…": it
+    /// takes that for MySQL 5.5.5 and speaks caching_sha2_password as to
+    /// such an old server. Servers before 5.5.16 sent auth data without
+    /// the 0x01 prefix (Connector/J reads the 0x01 as the data: "Unknown
+    /// server response after fast auth"), and before 8.0.5 took RSA
+    /// PKCS#1 v1.5 rather than OAEP. Real MariaDB servers never get here
+    /// (they do not offer caching_sha2_password), so to Connector/J we
+    /// answer as the server it believes it talks to.
+    fn connector_j_on_old_version(&self) -> bool {
+        self.config.server_version.starts_with("5.5.5-")
+            && self
+                .session
+                .attrs
+                .iter()
+                .any(|(k, v)| k == "_client_name" && v == "MySQL Connector/J")
     }
 
     /// After "perform full authentication": the cleartext password (secure
@@ -795,10 +836,7 @@ impl Handshake {
             // a unix socket as secure. A cleartext password is never a lone
             // 0x02, it ends in NUL.
             let pem = self.config.rsa_key.public_pem().map_err(AuthFailure::Key)?;
-            out.push(|b| {
-                b.put_u8(AUTH_MORE_DATA);
-                b.put_slice(pem.as_bytes());
-            });
+            self.more_data(out, pem.as_bytes());
             self.state = State::AwaitRsaPassword;
             return Ok(Progress::Continue);
         }
@@ -826,7 +864,8 @@ impl Handshake {
                 user: self.session.user.clone(),
             });
         }
-        let Some(mut plain) = key.decrypt(payload).map_err(AuthFailure::Key)? else {
+        let legacy = self.connector_j_on_old_version();
+        let Some(mut plain) = key.decrypt(payload, legacy).map_err(AuthFailure::Key)? else {
             return Err(self.denied());
         };
         for (byte, mask) in plain.iter_mut().zip(self.nonce.iter().cycle()) {
@@ -1228,7 +1267,6 @@ mod tests {
             | CapabilityFlags::CLIENT_DEPRECATE_EOF
             // Not offered by us: must not survive the intersection.
             | CapabilityFlags::CLIENT_COMPRESS
-            | CapabilityFlags::CLIENT_SESSION_TRACK
     }
 
     fn ser(x: &impl MySerialize) -> Vec<u8> {
@@ -1406,11 +1444,7 @@ mod tests {
                 CapabilityFlags::CLIENT_DEPRECATE_EOF | CapabilityFlags::CLIENT_PLUGIN_AUTH
             )
         );
-        assert!(
-            !caps.intersects(
-                CapabilityFlags::CLIENT_COMPRESS | CapabilityFlags::CLIENT_SESSION_TRACK
-            )
-        );
+        assert!(!caps.contains(CapabilityFlags::CLIENT_COMPRESS));
         assert!(
             !caps.contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS),
             "client did not ask"
@@ -1543,6 +1577,67 @@ mod tests {
         );
         let (_, ps) = feed(&mut hs, 1, &payload);
         assert_eq!(&ps[0].payload[..], &[1u8, 4][..]);
+    }
+
+    /// Connector/J against a "5.5.5-…" (MariaDB) version: auth data
+    /// without the 0x01 prefix, RSA with PKCS#1 v1.5; other clients and
+    /// versions keep MySQL 8's shape.
+    #[test]
+    fn caching_sha2_for_connector_j_on_a_mariadb_version() {
+        use rsa::pkcs8::DecodePublicKey;
+        let mut mariadb = (*config(Some(USERS), Plugin::CachingSha2Password, false)).clone();
+        mariadb.server_version = "5.5.5-10.11.19-MariaDB".into();
+        let cfg = Arc::new(mariadb);
+        let connector_j = || {
+            Some(HashMap::from([(
+                "_client_name".to_string(),
+                "MySQL Connector/J".to_string(),
+            )]))
+        };
+        let login = |hs: &mut Handshake, attrs| {
+            let (_, nonce) = greet(hs);
+            let scramble = scramble_sha256(&nonce, b"s3cret").map(|s| s.to_vec());
+            let payload = response(
+                "app",
+                scramble,
+                None,
+                Some(AuthPlugin::CachingSha2Password),
+                attrs,
+            );
+            (nonce, feed(hs, 1, &payload))
+        };
+
+        // Another client: MySQL 8's 01 04.
+        let mut hs = Handshake::new(Arc::clone(&cfg), 1, false);
+        let (_, (_, ps)) = login(&mut hs, None);
+        assert_eq!(&ps[0].payload[..], &[1u8, 4][..]);
+
+        // Connector/J: 04, then the bare PEM, then PKCS#1 v1.5.
+        let mut hs = Handshake::new(Arc::clone(&cfg), 2, false);
+        let (nonce, (r, ps)) = login(&mut hs, connector_j());
+        assert_eq!(r, Ok(Progress::Continue));
+        assert_eq!(&ps[0].payload[..], &[4u8][..]);
+        let (_, ps) = feed(&mut hs, 3, &[2]);
+        let pem = std::str::from_utf8(&ps[0].payload).unwrap();
+        assert!(pem.starts_with("-----BEGIN PUBLIC KEY-----"));
+        let public = rsa::RsaPublicKey::from_public_key_pem(pem).unwrap();
+        let mut pass = b"s3cret\0".to_vec();
+        for (i, b) in pass.iter_mut().enumerate() {
+            *b ^= nonce[i % nonce.len()];
+        }
+        let ciphertext = public
+            .encrypt(&mut rsa::rand_core::OsRng, Pkcs1v15Encrypt, &pass)
+            .unwrap();
+        let (r, ps) = feed(&mut hs, 5, &ciphertext);
+        done(r);
+        assert_ok(&ps[0], 6);
+
+        // Cached now: a bare 03, then OK.
+        let mut hs = Handshake::new(Arc::clone(&cfg), 3, false);
+        let (_, (r, ps)) = login(&mut hs, connector_j());
+        done(r);
+        assert_eq!(&ps[0].payload[..], &[3u8][..]);
+        assert_ok(&ps[1], 3);
     }
 
     #[test]
@@ -2071,7 +2166,7 @@ mod tests {
         assert!(public.starts_with("-----BEGIN PUBLIC KEY-----"));
         // mysql_common's client parses and uses it.
         let c = mysql_common::crypto::encrypt(b"hi\0", public.as_bytes());
-        assert_eq!(key.decrypt(&c), Ok(Some(b"hi\0".to_vec())));
+        assert_eq!(key.decrypt(&c, false), Ok(Some(b"hi\0".to_vec())));
         assert_eq!(RsaKey::from_pem("nonsense").err(), Some(RsaKeyError::Parse));
         assert!(matches!(
             RsaKey::from_pem_file(&dir.path().join("missing.pem")),

@@ -42,4 +42,9 @@ pub fn server_capabilities() -> CapabilityFlags {
         | CapabilityFlags::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
         | CapabilityFlags::CLIENT_CAN_HANDLE_EXPIRED_PASSWORDS
         | CapabilityFlags::CLIENT_DEPRECATE_EOF
+        // As MariaDB and MySQL 5.7+ do. We never report state changes,
+        // but the info text of an OK is then read as the length-encoded
+        // string we write: mysql2 reads it to the end of the packet
+        // without this flag, length byte included ("&Records: 3 …").
+        | CapabilityFlags::CLIENT_SESSION_TRACK
 }

@@ -513,6 +513,27 @@ mod tests {
         assert_eq!(&p[1][..], &[0, 0, 0, 3, 0, 0, 0][..]);
     }
 
+    /// The info text is a length-encoded string, as MySQL's and MariaDB's
+    /// `net_send_ok` write it, with or without CLIENT_SESSION_TRACK.
+    #[test]
+    fn ok_info_is_length_encoded() {
+        let mut out = Packets::reply_to(0);
+        ok(
+            &mut out,
+            caps(),
+            1,
+            0,
+            StatusFlags::empty(),
+            0,
+            "Records: 3",
+        );
+        let p = payloads(&mut out, 1);
+        // header, affected, insert id, status, warnings; then the text
+        assert_eq!(p[0][7], 10);
+        assert_eq!(&p[0][8..], b"Records: 3");
+        assert!(caps().contains(CapabilityFlags::CLIENT_SESSION_TRACK));
+    }
+
     #[test]
     fn ok_packet_with_session_track_and_large_numbers() {
         let caps = caps() | CapabilityFlags::CLIENT_SESSION_TRACK;

@@ -14,6 +14,7 @@ use crate::mysql::command::{self, Command};
 use crate::mysql::packet::{Packet, Packets};
 use crate::mysql::params::StatementParams;
 use crate::mysql::{CapabilityFlags, response};
+use crate::translate::cursor::Cursor;
 use crate::translate::errors::{MysqlError, from_rpc_message};
 use crate::translate::results::{ResultWriter, RowFormat};
 use crate::translate::statement;
@@ -45,7 +46,31 @@ const WRITE_CHUNK: usize = 64 * 1024;
 struct Prepared {
     sql: String,
     params: StatementParams,
+    /// Columns of its result set (0: none), as the prepare reported them:
+    /// only a statement with a result set opens a cursor.
+    columns: usize,
 }
+
+/// An open server-side cursor: its rows, and the statement's stream while
+/// rows remain upstream.
+struct OpenCursor {
+    cursor: Cursor,
+    stream: Option<ExecuteStream>,
+    /// Set when the rest of the result could not be kept (see
+    /// [`CURSOR_BUFFER_LIMIT`]) or its stream failed: the next fetch gets
+    /// it.
+    failed: Option<MysqlError>,
+    /// The failure also ended the upstream session: the connection closes
+    /// after that fetch, as after any statement whose session is gone.
+    session_lost: bool,
+}
+
+/// Most bytes of row values an open cursor buffers when the session must
+/// run another statement before the cursor is read to its end (the
+/// gateway's session is busy while a result streams, so the rest of the
+/// result is read ahead). A larger remainder fails the cursor's next fetch
+/// with a clear error rather than growing without bound.
+const CURSOR_BUFFER_LIMIT: usize = 64 << 20;
 
 pub struct Connection {
     pub io: Framed,
@@ -58,6 +83,7 @@ pub struct Connection {
     /// could not be selected after the login), which then closes.
     pending_error: Option<MysqlError>,
     statements: HashMap<u32, Prepared>,
+    cursors: HashMap<u32, OpenCursor>,
     next_statement: u32,
     multi_statements: bool,
 }
@@ -81,6 +107,7 @@ impl Connection {
             session: Session::new(),
             pending_error: None,
             statements: HashMap::new(),
+            cursors: HashMap::new(),
             next_statement: 1,
         }
     }
@@ -184,6 +211,7 @@ impl Connection {
                 return Next::Close;
             }
         };
+        self.before_command(&command).await;
         match command {
             Command::Quit => Next::Close,
             Command::Ping => self.ok(out),
@@ -200,6 +228,7 @@ impl Connection {
             Command::ResetConnection => {
                 self.close_upstream();
                 self.statements.clear();
+                self.cursors.clear();
                 self.ok(out)
             }
             Command::ChangeUser(payload) => self.change_user(packet.seq, payload, out).await,
@@ -236,8 +265,14 @@ impl Connection {
                 self.prepare(sql, out).await
             }
             Command::StmtExecute {
-                stmt_id, params, ..
-            } => self.execute(stmt_id, params, out).await,
+                stmt_id,
+                params,
+                flags,
+                ..
+            } => {
+                let cursor = flags & command::CURSOR_TYPE_READ_ONLY != 0;
+                self.execute(stmt_id, params, cursor, out).await
+            }
             Command::StmtSendLongData {
                 stmt_id,
                 param_id,
@@ -253,10 +288,12 @@ impl Connection {
             }
             Command::StmtClose(id) => {
                 self.statements.remove(&id);
+                self.cursors.remove(&id);
                 Next::Continue
             }
             Command::StmtReset(id) => match self.statements.get_mut(&id) {
                 Some(stmt) => {
+                    self.cursors.remove(&id);
                     stmt.params.reset();
                     self.ok(out)
                 }
@@ -265,13 +302,7 @@ impl Connection {
                     Next::Continue
                 }
             },
-            Command::StmtFetch { .. } => {
-                // Cursors are never opened (execute answers with all rows
-                // and no SERVER_STATUS_CURSOR_EXISTS), so there is nothing
-                // to fetch from.
-                response::err(out, &errors::no_cursor());
-                Next::Continue
-            }
+            Command::StmtFetch { stmt_id, rows } => self.fetch(stmt_id, rows, out).await,
             Command::Unsupported(unsupported) => {
                 response::err(out, &unsupported.to_mysql());
                 Next::Continue
@@ -345,12 +376,19 @@ impl Connection {
             Prepared {
                 sql,
                 params: StatementParams::new(params),
+                columns: prepared.fields.len(),
             },
         );
         Next::Continue
     }
 
-    async fn execute(&mut self, id: u32, params: bytes::Bytes, out: &mut Packets) -> Next {
+    async fn execute(
+        &mut self,
+        id: u32,
+        params: bytes::Bytes,
+        cursor: bool,
+        out: &mut Packets,
+    ) -> Next {
         let Some(stmt) = self.statements.get_mut(&id) else {
             response::err(out, &errors::unknown_statement(id, "mysqld_stmt_execute"));
             return Next::Continue;
@@ -363,7 +401,11 @@ impl Connection {
             }
         };
         let sql = stmt.sql.clone();
-        self.run_statement(sql, binds, RowFormat::Binary, out).await
+        // As in MySQL, the cursor flag on a statement without a result set
+        // (or a CALL, whose prepare reports no columns) is ignored.
+        let cursor = (cursor && stmt.columns > 0).then_some(id);
+        self.run_with_cursor(sql, binds, RowFormat::Binary, cursor, out)
+            .await
     }
 
     async fn field_list(&mut self, table: &[u8], out: &mut Packets) -> Next {
@@ -425,11 +467,37 @@ impl Connection {
         }
     }
 
+    /// Gives the upstream session the collation the client named in its
+    /// handshake, as a server does: it decides the character set of
+    /// results and the collation number in column definitions (mysql2
+    /// asks for utf8mb4_unicode_ci, 224). The gateway's sessions start
+    /// with utf8mb4_general_ci (45), so only other collations cost a
+    /// request. A collation the backend does not know is ignored, as
+    /// MariaDB ignores it in a handshake (it keeps its default).
+    pub async fn set_collation(&mut self, id: u16) {
+        if id == u16::from(crate::mysql::auth::DEFAULT_CHARSET) {
+            return;
+        }
+        let Some(sql) = statement::set_names(id) else {
+            return;
+        };
+        if let Ok(reply) = self
+            .shared
+            .client
+            .execute(self.session.cookie(), sql, HashMap::new())
+            .await
+            && let Some(cookie) = reply.session
+        {
+            self.session.update(cookie);
+        }
+    }
+
     async fn change_user(&mut self, seq: u8, payload: bytes::Bytes, out: &mut Packets) -> Next {
         match super::login::change_user(self, seq, payload, out).await {
             Ok(login) => {
                 self.close_upstream();
                 self.statements.clear();
+                self.set_collation(login.charset).await;
                 if let Some(db) = login.database {
                     self.start_in(&db).await;
                 }
@@ -458,6 +526,21 @@ impl Connection {
         sql: String,
         binds: HashMap<String, pb::BindVariable>,
         format: RowFormat,
+        out: &mut Packets,
+    ) -> Next {
+        self.run_with_cursor(sql, binds, format, None, out).await
+    }
+
+    /// [`run_statement`](Self::run_statement), or with `cursor` (a
+    /// statement id) the opening of a cursor: when the first result set
+    /// starts, its columns are answered and the stream is kept for
+    /// `COM_STMT_FETCH`.
+    async fn run_with_cursor(
+        &mut self,
+        sql: String,
+        binds: HashMap<String, pb::BindVariable>,
+        format: RowFormat,
+        cursor: Option<u32>,
         out: &mut Packets,
     ) -> Next {
         let was_in_transaction = self.session.in_transaction;
@@ -505,6 +588,33 @@ impl Connection {
                     if let Some(e) = message.error {
                         error = Some(from_rpc_message(&e.message));
                     }
+                    if let Some(id) = cursor
+                        && error.is_none()
+                        && writer.is_empty()
+                        && let Some(result) = &message.result
+                        && !result.fields.is_empty()
+                    {
+                        let mut open = OpenCursor {
+                            cursor: Cursor::open(
+                                self.caps,
+                                result.fields.clone(),
+                                self.session.status(),
+                                out,
+                            ),
+                            stream: Some(stream),
+                            failed: None,
+                            session_lost: false,
+                        };
+                        let rows = pb::QueryResult {
+                            rows: result.rows.clone(),
+                            ..Default::default()
+                        };
+                        if !rows.rows.is_empty() {
+                            open.failed = open.cursor.push(&rows).err();
+                        }
+                        self.cursors.insert(id, open);
+                        return Next::Continue;
+                    }
                     if let Some(result) = &message.result
                         && error.is_none()
                         && let Err(e) = writer.message(result, out)
@@ -549,6 +659,134 @@ impl Connection {
             // state is gone, as if the server had restarted.
             self.session.reset();
             return Next::Close;
+        }
+        Next::Continue
+    }
+
+    /// Open cursors hold the session's stream: before a command that
+    /// needs the session, they read the rest of their results ahead
+    /// (bounded, see [`CURSOR_BUFFER_LIMIT`]). A new execute of a
+    /// statement closes its own cursor, as in MySQL.
+    async fn before_command(&mut self, command: &Command) {
+        if self.cursors.is_empty() {
+            return;
+        }
+        match command {
+            Command::StmtFetch { .. }
+            | Command::StmtClose(_)
+            | Command::StmtReset(_)
+            | Command::StmtSendLongData { .. }
+            | Command::Ping
+            | Command::Quit
+            | Command::Statistics
+            | Command::ProcessKill(_)
+            | Command::SetOption(_) => return,
+            Command::ResetConnection | Command::ChangeUser(_) => {
+                self.cursors.clear();
+                return;
+            }
+            Command::StmtExecute { stmt_id, .. } => {
+                self.cursors.remove(stmt_id);
+            }
+            _ => {}
+        }
+        let ids: Vec<u32> = self.cursors.keys().copied().collect();
+        for id in ids {
+            let Some(mut open) = self.cursors.remove(&id) else {
+                continue;
+            };
+            while open.stream.is_some() && open.failed.is_none() {
+                if open.cursor.buffered() > CURSOR_BUFFER_LIMIT {
+                    // Dropping the stream cancels the statement upstream.
+                    open.stream = None;
+                    open.failed = Some(errors::cursor_too_large(CURSOR_BUFFER_LIMIT));
+                    break;
+                }
+                Self::pull(&mut open, &mut self.session).await;
+            }
+            self.cursors.insert(id, open);
+        }
+    }
+
+    /// Reads the next message of a cursor's stream into it.
+    async fn pull(open: &mut OpenCursor, session: &mut Session) {
+        let Some(stream) = open.stream.as_mut() else {
+            return;
+        };
+        match stream.next().await {
+            Ok(Some(reply)) => {
+                if let Some(cookie) = reply.session {
+                    session.update(cookie);
+                }
+                if let Some(e) = reply.message.error {
+                    open.failed = Some(from_rpc_message(&e.message));
+                    open.stream = None;
+                } else if let Some(result) = &reply.message.result
+                    && let Err(e) = open.cursor.push(result)
+                {
+                    open.failed = Some(e);
+                    open.stream = None;
+                }
+            }
+            Ok(None) => {
+                open.cursor.upstream_done();
+                open.stream = None;
+            }
+            Err(e) => {
+                open.failed = Some(errors::from_call(&e, session.in_transaction));
+                open.session_lost = errors::call_ends_session(&e);
+                open.stream = None;
+            }
+        }
+    }
+
+    /// `COM_STMT_FETCH`: up to `rows` rows of the statement's cursor,
+    /// read from upstream as needed.
+    async fn fetch(&mut self, id: u32, rows: u32, out: &mut Packets) -> Next {
+        let Some(mut open) = self.cursors.remove(&id) else {
+            response::err(out, &errors::no_cursor());
+            return Next::Continue;
+        };
+        let mut remaining = rows;
+        loop {
+            if let Err(e) = open.cursor.write_rows(&mut remaining, out) {
+                response::err(out, &e);
+                return Next::Continue;
+            }
+            if let Some(e) = open.failed.take() {
+                // Rows already written are followed by the ERR, which ends
+                // the cursor (MySQL's shape for a fetch that fails).
+                response::err(out, &e);
+                return if open.session_lost {
+                    Next::Close
+                } else {
+                    Next::Continue
+                };
+            }
+            // Keep reading after a satisfied fetch only to see the end of
+            // a set that is complete (the end of its stream follows).
+            if open.stream.is_none() || (remaining == 0 && !open.cursor.is_complete()) {
+                break;
+            }
+            let handle = self.registration.handle.clone();
+            tokio::select! {
+                () = Self::pull(&mut open, &mut self.session) => {}
+                () = handle.kill.notified() => return Next::Close,
+                _ = self.io.hangup() => return Next::Close,
+            }
+            if out.buf.len() >= WRITE_CHUNK && self.io.write(out).await.is_err() {
+                return Next::Close;
+            }
+        }
+        let exhausted = open.cursor.end_fetch(
+            self.caps,
+            remaining,
+            self.session.status(),
+            self.session.warnings,
+            out,
+        );
+        if !exhausted {
+            self.cursors.insert(id, open);
         }
         Next::Continue
     }

@@ -63,6 +63,19 @@ pub fn no_cursor() -> MysqlError {
     error(1421, "HY000", "The statement has no open cursor.")
 }
 
+/// A cursor whose remaining rows had to be read ahead (another statement
+/// needed the session) but were more than the sidecar keeps.
+pub fn cursor_too_large(limit: usize) -> MysqlError {
+    error(
+        1105,
+        "HY000",
+        format!(
+            "The cursor's remaining rows exceed {} MiB, more than the sidecar buffers while other statements run on the connection; read the cursor to its end first",
+            limit >> 20
+        ),
+    )
+}
+
 /// ER_PS_MANY_PARAM.
 pub fn too_many_placeholders() -> MysqlError {
     error(

@@ -448,6 +448,7 @@ async fn serve(stream: Box<dyn Stream>, secure: bool, shared: Arc<Shared>) {
     debug!(user = %login.user, id = registration.id, "client logged in");
     let database = login.database.clone();
     let mut conn = Connection::new(io, shared.clone(), registration, handshake, &login);
+    conn.set_collation(login.charset).await;
     if let Some(db) = database {
         conn.start_in(&db).await;
     }

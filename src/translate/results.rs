@@ -121,6 +121,11 @@ impl ResultWriter {
         }
     }
 
+    /// Nothing written yet: the stream has not started a result.
+    pub fn is_empty(&self) -> bool {
+        matches!(self.state, State::Empty)
+    }
+
     /// Writes a complete unary `Execute` result (one `QueryResult`): a
     /// result set or an OK, or an ERR if a row cannot be encoded.
     pub fn unary(

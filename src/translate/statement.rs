@@ -101,9 +101,39 @@ fn inner_semicolon(sql: &str) -> Option<usize> {
     None
 }
 
+/// `SET NAMES` for a collation id from a handshake, or `None` for an id
+/// mysql_common does not know.
+pub fn set_names(collation_id: u16) -> Option<String> {
+    use mysql_common::collations::{Collation, CollationId};
+    let id = CollationId::from(collation_id);
+    if id == CollationId::UNKNOWN_COLLATION_ID {
+        return None;
+    }
+    let collation = Collation::from(id);
+    // Names are ASCII identifiers from a fixed table: nothing to escape.
+    Some(format!(
+        "SET NAMES '{}' COLLATE '{}'",
+        collation.charset(),
+        collation.collation()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn set_names_for_handshake_collations() {
+        assert_eq!(
+            set_names(224).as_deref(),
+            Some("SET NAMES 'utf8mb4' COLLATE 'utf8mb4_unicode_ci'")
+        );
+        assert_eq!(
+            set_names(8).as_deref(),
+            Some("SET NAMES 'latin1' COLLATE 'latin1_swedish_ci'")
+        );
+        assert_eq!(set_names(0), None);
+    }
 
     #[test]
     fn multi_statements() {

@@ -1,0 +1,286 @@
+//! A server-side cursor (`COM_STMT_EXECUTE` with `CURSOR_TYPE_READ_ONLY`,
+//! then `COM_STMT_FETCH`), sans-IO.
+//!
+//! MySQL answers such an execute with the column definitions and a
+//! terminator carrying `SERVER_STATUS_CURSOR_EXISTS`, but no rows; each
+//! fetch of `n` then gets up to `n` binary rows and a terminator with
+//! `SERVER_STATUS_CURSOR_EXISTS` (more may follow) or
+//! `SERVER_STATUS_LAST_ROW_SENT` (the cursor is exhausted and closed). As
+//! in MySQL, the last row is only known to be last when a fetch asks for
+//! more than remain, so a result of exactly `n` rows takes an empty second
+//! fetch.
+//!
+//! The rows come from the statement's psdb stream, which the connection
+//! reads only as fetches need rows (so a large result waits upstream, held
+//! back by flow control), or drains into this buffer, up to a limit, when
+//! another statement needs the session.
+
+use std::collections::VecDeque;
+
+use crate::api::pb;
+use crate::mysql::packet::Packets;
+use crate::mysql::response;
+use crate::mysql::{CapabilityFlags, StatusFlags};
+use crate::translate::errors::MysqlError;
+
+#[derive(Debug)]
+pub struct Cursor {
+    fields: Vec<pb::Field>,
+    rows: VecDeque<pb::Row>,
+    /// Bytes of row values held in `rows`.
+    buffered: usize,
+    /// The result set has ended upstream: `rows` is all that is left.
+    complete: bool,
+}
+
+impl Cursor {
+    /// Answers the execute that opens the cursor: the column count and
+    /// definitions, then (with or without `CLIENT_DEPRECATE_EOF`) one
+    /// terminator with `SERVER_STATUS_CURSOR_EXISTS` and no rows.
+    pub fn open(
+        caps: CapabilityFlags,
+        fields: Vec<pb::Field>,
+        status: StatusFlags,
+        out: &mut Packets,
+    ) -> Self {
+        response::result_set_header(out, fields.len() as u64);
+        for field in &fields {
+            response::column_definition(out, field);
+        }
+        let status = status - StatusFlags::SERVER_MORE_RESULTS_EXISTS;
+        response::end_of_rows(
+            out,
+            caps,
+            status | StatusFlags::SERVER_STATUS_CURSOR_EXISTS,
+            0,
+        );
+        Self {
+            fields,
+            rows: VecDeque::new(),
+            buffered: 0,
+            complete: false,
+        }
+    }
+
+    /// A message of the statement's stream after the one with the fields:
+    /// more rows, or (neither fields nor rows) the end of the set.
+    pub fn push(&mut self, result: &pb::QueryResult) -> Result<(), MysqlError> {
+        if !result.fields.is_empty() || self.complete {
+            // A cursor's statement has one result set; a second one (or
+            // rows after its end) is not something a SELECT produces.
+            self.complete = true;
+            return Err(MysqlError {
+                code: 1105,
+                state: "HY000".into(),
+                message: "Malformed result from the gateway: more than one result set for a cursor"
+                    .into(),
+            });
+        }
+        if result.rows.is_empty() {
+            self.complete = true;
+        }
+        for row in &result.rows {
+            self.buffered += row.values.len();
+            self.rows.push_back(row.clone());
+        }
+        Ok(())
+    }
+
+    /// The stream ended (with or without an end-of-set message).
+    pub fn upstream_done(&mut self) {
+        self.complete = true;
+    }
+
+    pub fn is_complete(&self) -> bool {
+        self.complete
+    }
+
+    /// Bytes of row values held, for the buffering limit.
+    pub fn buffered(&self) -> usize {
+        self.buffered
+    }
+
+    /// Writes held rows, at most `*remaining`, and counts them off.
+    pub fn write_rows(&mut self, remaining: &mut u32, out: &mut Packets) -> Result<(), MysqlError> {
+        while *remaining > 0 {
+            let Some(row) = self.rows.pop_front() else {
+                break;
+            };
+            self.buffered -= row.values.len();
+            response::binary_row(out, &self.fields, &row)?;
+            *remaining -= 1;
+        }
+        Ok(())
+    }
+
+    /// Ends a fetch once its rows are written: `remaining` rows it asked
+    /// for could not be sent. Returns whether the cursor is exhausted,
+    /// which closes it (its terminator says `SERVER_STATUS_LAST_ROW_SENT`).
+    ///
+    /// Call only when the fetch is satisfied (`remaining == 0`) or no row
+    /// is left (`is_complete` and nothing held).
+    pub fn end_fetch(
+        &self,
+        caps: CapabilityFlags,
+        remaining: u32,
+        status: StatusFlags,
+        warnings: u16,
+        out: &mut Packets,
+    ) -> bool {
+        let exhausted = remaining > 0;
+        debug_assert!(!exhausted || (self.complete && self.rows.is_empty()));
+        let flag = if exhausted {
+            StatusFlags::SERVER_STATUS_LAST_ROW_SENT
+        } else {
+            StatusFlags::SERVER_STATUS_CURSOR_EXISTS
+        };
+        let status = status - StatusFlags::SERVER_MORE_RESULTS_EXISTS;
+        response::end_of_rows(out, caps, status | flag, warnings);
+        exhausted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mysql::packet::decode;
+    use crate::translate::rows::pack_row;
+    use crate::translate::types::vitess_type;
+    use bytes::BytesMut;
+
+    fn caps(deprecate_eof: bool) -> CapabilityFlags {
+        let mut c = crate::mysql::server_capabilities();
+        c.set(CapabilityFlags::CLIENT_DEPRECATE_EOF, deprecate_eof);
+        c
+    }
+
+    fn field(name: &str) -> pb::Field {
+        pb::Field {
+            name: name.into(),
+            r#type: vitess_type(
+                mysql_common::constants::ColumnType::MYSQL_TYPE_LONG as u8,
+                0,
+            ) as i32,
+            charset: 63,
+            ..Default::default()
+        }
+    }
+
+    fn rows(from: i32, to: i32) -> pb::QueryResult {
+        pb::QueryResult {
+            rows: (from..to)
+                .map(|i| pack_row([Some(i.to_string().as_bytes())]))
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn end() -> pb::QueryResult {
+        pb::QueryResult::default()
+    }
+
+    /// The payloads written, in order.
+    fn packets(out: &mut Packets) -> Vec<Vec<u8>> {
+        let mut buf = BytesMut::from(&out.take()[..]);
+        let mut all = Vec::new();
+        while let Some(p) = decode(&mut buf, 1 << 24).unwrap() {
+            all.push(p.payload.to_vec());
+        }
+        all
+    }
+
+    /// Status flags of a terminator: an EOF (0xfe, warnings, status) or an
+    /// OK-0xfe (0xfe, affected 0, insert id 0, status, warnings) both
+    /// have them at bytes 3..5.
+    fn terminator_status(p: &[u8]) -> StatusFlags {
+        assert_eq!(p[0], 0xfe);
+        StatusFlags::from_bits_truncate(u16::from_le_bytes([p[3], p[4]]))
+    }
+
+    #[test]
+    fn open_sends_columns_and_a_cursor_exists_terminator_in_both_eof_styles() {
+        for deprecate_eof in [false, true] {
+            let mut out = Packets::default();
+            Cursor::open(
+                caps(deprecate_eof),
+                vec![field("a"), field("b")],
+                StatusFlags::SERVER_STATUS_AUTOCOMMIT,
+                &mut out,
+            );
+            let p = packets(&mut out);
+            // count, two definitions, one terminator, no rows
+            assert_eq!(p.len(), 4, "deprecate_eof={deprecate_eof}");
+            assert_eq!(p[0], [2]);
+            let status = terminator_status(&p[3]);
+            assert!(status.contains(StatusFlags::SERVER_STATUS_CURSOR_EXISTS));
+            assert!(status.contains(StatusFlags::SERVER_STATUS_AUTOCOMMIT));
+        }
+    }
+
+    #[test]
+    fn fetches_in_chunks_then_reports_the_last_row() {
+        let caps = caps(false);
+        let mut out = Packets::default();
+        let mut cursor = Cursor::open(caps, vec![field("n")], StatusFlags::empty(), &mut out);
+        packets(&mut out);
+        cursor.push(&rows(0, 3)).unwrap();
+        assert_eq!(cursor.buffered(), 3);
+
+        // Fetch 2 of 3: two rows, cursor still open.
+        let mut remaining = 2;
+        cursor.write_rows(&mut remaining, &mut out).unwrap();
+        assert_eq!(remaining, 0);
+        assert!(!cursor.end_fetch(caps, remaining, StatusFlags::empty(), 0, &mut out));
+        let p = packets(&mut out);
+        assert_eq!(p.len(), 3);
+        // A binary row: header, NULL bitmap, the INT 0.
+        assert_eq!(p[0], [0x00, 0x00, 0, 0, 0, 0]);
+        let status = terminator_status(&p[2]);
+        assert!(status.contains(StatusFlags::SERVER_STATUS_CURSOR_EXISTS));
+
+        // Fetch 2 more: one row is left, and the set is known to end.
+        cursor.push(&end()).unwrap();
+        assert!(cursor.is_complete());
+        let mut remaining = 2;
+        cursor.write_rows(&mut remaining, &mut out).unwrap();
+        assert_eq!(remaining, 1);
+        assert!(cursor.end_fetch(caps, remaining, StatusFlags::empty(), 0, &mut out));
+        let p = packets(&mut out);
+        assert_eq!(p.len(), 2);
+        let status = terminator_status(&p[1]);
+        assert!(status.contains(StatusFlags::SERVER_STATUS_LAST_ROW_SENT));
+        assert!(!status.contains(StatusFlags::SERVER_STATUS_CURSOR_EXISTS));
+        assert_eq!(cursor.buffered(), 0);
+    }
+
+    #[test]
+    fn exactly_n_rows_take_an_empty_last_fetch_as_in_mysql() {
+        let caps = caps(true);
+        let mut out = Packets::default();
+        let mut cursor = Cursor::open(caps, vec![field("n")], StatusFlags::empty(), &mut out);
+        cursor.push(&rows(0, 2)).unwrap();
+        let mut remaining = 2;
+        cursor.write_rows(&mut remaining, &mut out).unwrap();
+        assert!(!cursor.end_fetch(caps, remaining, StatusFlags::empty(), 0, &mut out));
+        cursor.upstream_done();
+        let mut out = Packets::default();
+        let mut remaining = 2;
+        cursor.write_rows(&mut remaining, &mut out).unwrap();
+        assert!(cursor.end_fetch(caps, remaining, StatusFlags::empty(), 0, &mut out));
+        let p = packets(&mut out);
+        assert_eq!(p.len(), 1, "no rows, one OK-0xfe terminator");
+        assert!(terminator_status(&p[0]).contains(StatusFlags::SERVER_STATUS_LAST_ROW_SENT));
+    }
+
+    #[test]
+    fn a_second_result_set_is_refused() {
+        let mut out = Packets::default();
+        let mut cursor = Cursor::open(caps(true), vec![field("n")], StatusFlags::empty(), &mut out);
+        let second = pb::QueryResult {
+            fields: vec![field("m")],
+            ..Default::default()
+        };
+        assert_eq!(cursor.push(&second).unwrap_err().code, 1105);
+        assert!(cursor.is_complete());
+    }
+}
