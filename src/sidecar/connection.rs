@@ -481,14 +481,24 @@ impl Connection {
         let Some(sql) = statement::set_names(id) else {
             return;
         };
-        if let Ok(reply) = self
+        let Ok(reply) = self
             .shared
             .client
             .execute(self.session.cookie(), sql, HashMap::new())
             .await
-            && let Some(cookie) = reply.session
-        {
+        else {
+            return;
+        };
+        if let Some(cookie) = reply.session {
             self.session.update(cookie);
+        }
+        // This request carried the login database (see `start_in`): if the
+        // gateway could not select it, the client's first command gets that
+        // error and the connection ends, as without a collation request.
+        if self.session.target_refused()
+            && let Some(e) = reply.message.error
+        {
+            self.pending_error = Some(from_rpc_message(&e.message));
         }
     }
 
@@ -497,10 +507,10 @@ impl Connection {
             Ok(login) => {
                 self.close_upstream();
                 self.statements.clear();
-                self.set_collation(login.charset).await;
                 if let Some(db) = login.database {
                     self.start_in(&db).await;
                 }
+                self.set_collation(login.charset).await;
                 Next::Continue
             }
             Err(()) => Next::Close,

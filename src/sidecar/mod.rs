@@ -448,9 +448,12 @@ async fn serve(stream: Box<dyn Stream>, secure: bool, shared: Arc<Shared>) {
     debug!(user = %login.user, id = registration.id, "client logged in");
     let database = login.database.clone();
     let mut conn = Connection::new(io, shared.clone(), registration, handshake, &login);
-    conn.set_collation(login.charset).await;
+    // The database first: with a gateway that takes it in the session's
+    // target, it rides on the first request — the collation's, if one is
+    // needed, else the client's first command.
     if let Some(db) = database {
         conn.start_in(&db).await;
     }
+    conn.set_collation(login.charset).await;
     conn.run().await;
 }
