@@ -932,3 +932,62 @@ async fn stream_execute_marks_where_each_result_ends() {
     let last = msgs.last().unwrap();
     assert!(error_message(last).contains("1146"), "{last:?}");
 }
+
+/// A request without a session may name the database to create one in
+/// (`target_string`, in JSON too): the statement runs there, later
+/// requests stay there, and the cookie reports it. A database the
+/// account cannot select fails that request, without running it, and
+/// the session goes on in the account's default database.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_session_starts_in_its_target_database() {
+    let stack = Stack::start().await;
+    let target = |db: &str| pb::Session {
+        vitess_session: Some(pb::VitessSession {
+            target_string: db.into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let target_of = |r: &pb::ExecuteResponse| {
+        r.session
+            .as_ref()
+            .unwrap()
+            .vitess_session
+            .as_ref()
+            .unwrap()
+            .target_string
+            .clone()
+    };
+    for codec in [Codec::Proto, Codec::Json] {
+        let client = stack.client(Version::H3, codec).await;
+        let first = client
+            .execute(Some(&target("information_schema")), "SELECT DATABASE()")
+            .await;
+        assert_eq!(scalar(&first).as_deref(), Some("information_schema"));
+        assert_eq!(target_of(&first), "information_schema");
+        let next = client
+            .execute(first.session.as_ref(), "SELECT DATABASE()")
+            .await;
+        assert_eq!(scalar(&next).as_deref(), Some("information_schema"));
+
+        let refused = client
+            .execute(Some(&target("no_such_db")), "CREATE TABLE t_target (i INT)")
+            .await;
+        assert!(
+            error_message(&refused).contains("no_such_db"),
+            "{refused:?}"
+        );
+        assert_eq!(target_of(&refused), "");
+        let after = client
+            .execute(refused.session.as_ref(), "SELECT DATABASE()")
+            .await;
+        assert_eq!(scalar(&after).as_deref(), Some("app"));
+        let exists = client
+            .execute(
+                None,
+                "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 't_target'",
+            )
+            .await;
+        assert_eq!(scalar(&exists).as_deref(), Some("0"), "the statement ran");
+    }
+}

@@ -437,6 +437,94 @@ async fn connection_commands_behave_like_a_server() {
     assert_eq!(one, 1);
 }
 
+/// Connect + `SELECT 1` costs one upstream request: the login is local,
+/// and the default database travels with the first statement (the
+/// session's target) instead of in a `USE` of its own. An unknown
+/// database still fails that first command, with MySQL's 1049, and ends
+/// the connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_and_select_1_is_one_upstream_request() {
+    let chain = Chain::start().await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !chain.sidecar.upstream_targets() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sidecar never learned that the gateway takes session targets"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // mysql_async asks the server for these two settings on connect
+    // unless its options carry them: one more request each connection.
+    let quiet = |db: Option<&str>| {
+        chain
+            .opts(LOCAL_USER, LOCAL_PASSWORD)
+            .db_name(db)
+            .max_allowed_packet(Some(16 << 20))
+            .wait_timeout(Some(28_800))
+    };
+    let requests = || chain.sidecar.client().stats().requests;
+    // The gateway's account defaults to `app`: a target must show as a
+    // different database, and the backend account may always select
+    // information_schema.
+    let target = Some("information_schema");
+    for (db, default_opts) in [(target, false), (None, false), (target, true)] {
+        let opts = if default_opts {
+            chain.opts(LOCAL_USER, LOCAL_PASSWORD).db_name(db)
+        } else {
+            quiet(db)
+        };
+        let before = requests();
+        let mut conn = Conn::new(opts).await.expect("connects");
+        let one: i64 = conn.query_first("SELECT 1").await.unwrap().unwrap();
+        assert_eq!(one, 1);
+        let spent = requests() - before;
+        let want = if default_opts { 2 } else { 1 };
+        assert_eq!(
+            spent, want,
+            "upstream requests for connect + SELECT 1 (db {db:?}, default options {default_opts})"
+        );
+        let current: Option<String> = conn
+            .query_first("SELECT DATABASE()")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(current.as_deref(), Some(db.unwrap_or("app")));
+        // The session is closed upstream in the background after the
+        // client quits: one more request, counted before the next round.
+        let open = requests();
+        conn.disconnect().await.unwrap();
+        while requests() < open + 1 {
+            assert!(std::time::Instant::now() < deadline, "session never closed");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
+    let before = requests();
+    let mut bad = Conn::new(quiet(Some("no_such_db")))
+        .await
+        .expect("the login itself is local");
+    let code = |e: mysql_async::Error| match e {
+        mysql_async::Error::Server(e) => (e.code, e.message),
+        e => panic!("not a server error: {e}"),
+    };
+    let (via, message) = code(bad.query_drop("SELECT 1").await.unwrap_err());
+    assert!(message.contains("no_such_db"), "{message}");
+    assert_eq!(requests() - before, 1);
+    // What MariaDB itself says at login (1044 for an account without
+    // global grants, 1049 otherwise).
+    let direct = OptsBuilder::default()
+        .socket(Some(chain.stack.db.socket.to_string_lossy().into_owned()))
+        .user(Some("app"))
+        .pass(Some("app-backend-pw"))
+        .db_name(Some("no_such_db"));
+    let (direct, _) = code(Conn::new(direct).await.unwrap_err());
+    assert_eq!(via, direct);
+    assert!(
+        bad.query_drop("SELECT 1").await.is_err(),
+        "a connection whose default database is unknown goes on"
+    );
+}
+
 /// The `mariadb` client in batch mode prints exactly what it prints when
 /// connected to MariaDB itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

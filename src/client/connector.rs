@@ -30,6 +30,7 @@ use super::error::CallError;
 /// Event counters, for metrics and tests.
 #[derive(Debug, Default)]
 pub(super) struct Counters {
+    requests: AtomicU64,
     fallbacks: AtomicU64,
     returns: AtomicU64,
     reconnects: AtomicU64,
@@ -38,6 +39,10 @@ pub(super) struct Counters {
 }
 
 impl Counters {
+    pub(super) fn request(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(super) fn compressed_request(&self) {
         self.compressed_requests.fetch_add(1, Ordering::Relaxed);
     }
@@ -49,6 +54,7 @@ impl Counters {
     pub(super) fn snapshot(&self) -> Stats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         Stats {
+            requests: get(&self.requests),
             fallbacks: get(&self.fallbacks),
             returns: get(&self.returns),
             reconnects: get(&self.reconnects),
@@ -61,6 +67,9 @@ impl Counters {
 /// Counters since the client was created.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
+    /// Requests a connection took (any method; one that never left is
+    /// not counted, one retried on a new connection counts once).
+    pub requests: u64,
     /// Times `auto` settled on HTTP/2 because HTTP/3 did not connect
     /// (at start, or after an HTTP/3 connection died).
     pub fallbacks: u64,

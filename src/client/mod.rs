@@ -217,7 +217,10 @@ impl Client {
                 "request"
             );
             match live.conn.send(prepared.build(&self.inner.uri_base)).await {
-                Ok(response) => return Ok((response, version)),
+                Ok(response) => {
+                    connector.counters.request();
+                    return Ok((response, version));
+                }
                 Err(ClientError::NotSent(e) | ClientError::Connect(e)) => {
                     debug!(error = %e, version = version.as_str(), "request not sent; trying the next connection");
                     connector.report_broken(live.generation);

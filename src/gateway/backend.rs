@@ -250,6 +250,13 @@ pub async fn transaction_state(conn: &mut Conn) -> Result<(bool, bool), BackendE
     Ok((in_tx != 0, autocommit != 0))
 }
 
+/// Makes `database` the connection's default database (`USE`).
+pub async fn select_database(conn: &mut Conn, database: &str) -> Result<(), BackendError> {
+    conn.query_drop(format!("USE `{}`", database.replace('`', "``")))
+        .await?;
+    Ok(())
+}
+
 /// Columns and parameter count of a statement, without running it.
 pub async fn prepare(conn: &mut Conn, sql: &str) -> Result<(Vec<pb::Field>, u32), BackendError> {
     let stmt = conn.prep(sql).await?;

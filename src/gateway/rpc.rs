@@ -327,7 +327,8 @@ impl Rpc {
         }
     }
 
-    /// The session's pinned connection, taken from the pool at first use.
+    /// The session's pinned connection, taken from the pool at first use
+    /// (and switched to the session's target database, if it names one).
     async fn connection<'a>(
         &self,
         account: &Account,
@@ -335,7 +336,7 @@ impl Rpc {
     ) -> Result<&'a mut mysql_async::Conn, MysqlError> {
         let state = &mut *lease.state;
         if state.conn.is_none() {
-            let conn = tokio::time::timeout(self.connect_timeout, account.pool.get_conn())
+            let mut conn = tokio::time::timeout(self.connect_timeout, account.pool.get_conn())
                 .await
                 .map_err(|_| MysqlError {
                     code: 2013,
@@ -343,6 +344,21 @@ impl Rpc {
                     message: "timed out waiting for a backend connection".into(),
                 })?
                 .map_err(|e| BackendError::from(e).to_mysql())?;
+            if let Some(target) = &state.target {
+                match backend::select_database(&mut conn, target).await {
+                    Ok(()) => {}
+                    // Unknown database, or no grant: the request fails
+                    // without running, the session goes on in the
+                    // account's default database (as after a failed
+                    // `USE`), and the cookie no longer names the target.
+                    Err(BackendError::Sql(e)) => {
+                        state.target = None;
+                        state.conn = Some(conn);
+                        return Err(e);
+                    }
+                    Err(e @ BackendError::Connection(_)) => return Err(e.to_mysql()),
+                }
+            }
             state.conn = Some(conn);
         }
         Ok(state.conn.as_mut().expect("set above"))

@@ -34,6 +34,13 @@ pub struct SessionState {
     pub found_rows: u64,
     pub row_count: i64,
     pub warnings: Vec<pb::QueryWarning>,
+    /// The database the session was created in: the creating request's
+    /// `target_string` (Vitess's name for it), selected on every backend
+    /// connection the session takes, and reported back in the cookie. It
+    /// saves a client the separate `USE` request (a round trip) before its
+    /// first statement. Cleared when the backend refuses it, which the
+    /// client sees as an empty `target_string`.
+    pub target: Option<String>,
 }
 
 /// One registered session.
@@ -113,7 +120,15 @@ impl Sessions {
             .and_then(|c| c.vitess_session.as_ref())
             .filter(|v| !v.session_uuid.is_empty());
         let Some(vitess) = named else {
-            return self.create(owner, new_id()).map_err(Refusal::Api);
+            // The only place a client's target counts: afterwards the
+            // cookie merely reports it.
+            let target = cookie
+                .and_then(|c| c.vitess_session.as_ref())
+                .map(|v| v.target_string.as_str())
+                .filter(|t| !t.is_empty());
+            let mut lease = self.create(owner, new_id()).map_err(Refusal::Api)?;
+            lease.state.target = target.map(str::to_string);
+            return Ok(lease);
         };
         let id = &vitess.session_uuid;
         let signature = cookie.map(|c| &c.signature[..]).unwrap_or_default();
@@ -215,6 +230,7 @@ impl Sessions {
                 client_found_rows: true,
                 ..Default::default()
             }),
+            target_string: state.target.clone().unwrap_or_default(),
             last_insert_id: state.last_insert_id,
             found_rows: state.found_rows,
             row_count: state.row_count,

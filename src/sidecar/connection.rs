@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use crate::api::pb;
 use crate::client::{CallError, ExecuteStream};
@@ -108,7 +109,10 @@ impl Connection {
             if self.io.write(&mut out).await.is_err() || self.io.flush().await.is_err() {
                 break;
             }
-            if next == Next::Close || self.registration.handle.is_killed() {
+            if next == Next::Close
+                || self.session.target_refused()
+                || self.registration.handle.is_killed()
+            {
                 break;
             }
         }
@@ -334,10 +338,21 @@ impl Connection {
         Next::Continue
     }
 
-    /// Selects the database the client named at login. The login itself
-    /// stays local; this request overlaps the client's first command, and
-    /// a failure (unknown database) is owed to that command.
-    pub async fn use_database(&mut self, db: &str) {
+    /// Makes `db`, which the client named at login, the default database.
+    /// The login itself stays local. A gateway that takes a target
+    /// database with the first request gets it there, at no cost;
+    /// otherwise a `USE` goes first. Either way a failure (unknown
+    /// database) is the answer to the client's first command, and ends
+    /// the connection.
+    pub async fn start_in(&mut self, db: &str) {
+        if self.shared.upstream_targets.load(Ordering::Relaxed) {
+            self.session = Session::in_database(db);
+        } else {
+            self.use_database(db).await;
+        }
+    }
+
+    async fn use_database(&mut self, db: &str) {
         let sql = format!("USE `{}`", db.replace('`', "``"));
         let reply = self
             .shared
@@ -363,7 +378,7 @@ impl Connection {
                 self.close_upstream();
                 self.statements.clear();
                 if let Some(db) = login.database {
-                    self.use_database(&db).await;
+                    self.start_in(&db).await;
                 }
                 Next::Continue
             }

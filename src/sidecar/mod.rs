@@ -19,6 +19,7 @@ pub mod session;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use tokio::net::{TcpListener, UnixListener};
@@ -47,6 +48,10 @@ pub struct Shared {
     tls: Option<TlsAcceptor>,
     max_packet: usize,
     slots: Arc<Semaphore>,
+    /// The gateway creates sessions in the database a request's
+    /// `target_string` names (learned at start; until then, and with a
+    /// gateway that does not, the database is selected by a `USE`).
+    pub upstream_targets: AtomicBool,
 }
 
 /// A running sidecar.
@@ -97,6 +102,7 @@ impl Sidecar {
             tls: front_tls,
             max_packet: config.max_allowed_packet,
             slots: Arc::new(Semaphore::new(config.max_connections)),
+            upstream_targets: AtomicBool::new(false),
         });
         let listen_err = |what: String| move |source| StartError::Listen { what, source };
         let tcp = TcpListener::bind(config.listen)
@@ -124,9 +130,10 @@ impl Sidecar {
                 tasks.clone(),
             ));
         }
-        if config.server_version == "auto" {
-            tokio::spawn(learn_version(shared.clone()));
-        }
+        tokio::spawn(learn_upstream(
+            shared.clone(),
+            config.server_version == "auto",
+        ));
         info!(%addr, socket = ?config.socket, gateway = %config.upstream.url, "sidecar listening");
         Ok(Self {
             addr,
@@ -143,6 +150,13 @@ impl Sidecar {
 
     pub fn client(&self) -> &Client {
         &self.shared.client
+    }
+
+    /// Whether the gateway is known to take a client's default database
+    /// with the connection's first request (learned shortly after start);
+    /// until then a `USE` request goes first.
+    pub fn upstream_targets(&self) -> bool {
+        self.shared.upstream_targets.load(Ordering::Relaxed)
     }
 
     /// Open client connections.
@@ -268,19 +282,36 @@ fn front_tls(config: &SidecarConfig) -> Result<Option<TlsAcceptor>, ConfigError>
 /// Version in greetings until the backend's is known.
 const FALLBACK_VERSION: &str = "8.0.40-myquic";
 
-/// Learns the backend's version once, so clients see what they would see
-/// connecting directly (drivers pick features and SQL dialect from it).
-async fn learn_version(shared: Arc<Shared>) {
+/// Asks the gateway once, at start, for what every connection would
+/// otherwise cost a request: the backend's version (if `learn_version`),
+/// so clients see what they would see connecting directly (drivers pick
+/// features and SQL dialect from it); and whether it creates sessions in
+/// a requested database (a `target_string` it echoes back), so a client's
+/// default database needs no `USE` request of its own.
+async fn learn_upstream(shared: Arc<Shared>, learn_version: bool) {
+    // Every account may select it, whatever its grants.
+    const PROBE_DATABASE: &str = "information_schema";
     let mut delay = std::time::Duration::from_millis(200);
     loop {
+        let probe = session::target_request(PROBE_DATABASE);
         match shared
             .client
-            .execute(None, "SELECT @@version", HashMap::new())
+            .execute(Some(&probe), "SELECT @@version", HashMap::new())
             .await
         {
             Ok(reply) => {
                 if let Some(session) = &reply.session {
+                    let targets = session
+                        .view()
+                        .vitess_session
+                        .as_ref()
+                        .is_some_and(|v| v.target_string == PROBE_DATABASE);
                     let _ = shared.client.close_session(session).await;
+                    shared.upstream_targets.store(targets, Ordering::Relaxed);
+                    debug!(targets, "gateway's support for session targets learned");
+                }
+                if !learn_version {
+                    return;
                 }
                 let version = reply
                     .message
@@ -384,7 +415,7 @@ async fn serve(stream: Box<dyn Stream>, secure: bool, shared: Arc<Shared>) {
     let database = login.database.clone();
     let mut conn = Connection::new(io, shared.clone(), registration, handshake, &login);
     if let Some(db) = database {
-        conn.use_database(&db).await;
+        conn.start_in(&db).await;
     }
     conn.run().await;
 }

@@ -1,14 +1,24 @@
 //! A client connection's psdb session, as the sidecar sees it: the opaque
 //! cookie it echoes back, plus the flags it reads for MySQL status.
 
+use bytes::Bytes;
+use prost::Message;
+
+use crate::api::pb;
 use crate::client::RawSession;
 use crate::mysql::StatusFlags;
 
 #[derive(Default)]
 pub struct Session {
     /// `None` until the first response: the server creates the session
-    /// on first use, so connecting costs no round trip.
+    /// on first use, so connecting costs no round trip. Before that it
+    /// may hold a request for a default database (see [`Session::in`]).
     cookie: Option<RawSession>,
+    /// The default database asked for in the first request, until its
+    /// response says whether the gateway selected it.
+    asked_target: Option<String>,
+    /// The gateway did not select the asked-for database.
+    target_refused: bool,
     pub in_transaction: bool,
     pub autocommit: bool,
     pub warnings: u16,
@@ -22,13 +32,28 @@ impl Session {
         }
     }
 
+    /// A session whose first request asks the gateway to create it in
+    /// `database` (`target_string`), so selecting the database the client
+    /// named at login costs no request of its own. The gateway reports
+    /// the database back in the session it returns, or leaves it out if
+    /// it could not select it.
+    pub fn in_database(database: &str) -> Self {
+        let mut s = Self::new();
+        s.cookie = Some(target_request(database));
+        s.asked_target = Some(database.to_string());
+        s
+    }
+
     pub fn cookie(&self) -> Option<&RawSession> {
         self.cookie.as_ref()
     }
 
     /// Takes the cookie (to close the session upstream) and starts over.
+    /// A request for a database made no session yet: nothing to close.
     pub fn reset(&mut self) -> Option<RawSession> {
-        std::mem::replace(self, Self::new()).cookie
+        let was_asking = self.asked_target.is_some();
+        let cookie = std::mem::replace(self, Self::new()).cookie;
+        cookie.filter(|_| !was_asking)
     }
 
     /// Replaces the cookie with the one a response returned.
@@ -37,8 +62,20 @@ impl Session {
             self.in_transaction = v.in_transaction;
             self.autocommit = v.autocommit;
             self.warnings = u16::try_from(v.warnings.len()).unwrap_or(u16::MAX);
+            if let Some(asked) = self.asked_target.take() {
+                self.target_refused = v.target_string != asked;
+            }
         }
         self.cookie = Some(cookie);
+    }
+
+    /// Whether the database asked for at login turned out not to be
+    /// selected (the response to the first request said so). The client
+    /// has then had the gateway's error for its command, and the
+    /// connection ends, as one to a MySQL server with an unknown default
+    /// database never opens.
+    pub fn target_refused(&self) -> bool {
+        self.target_refused
     }
 
     /// Server status flags for OK/EOF packets.
@@ -52,4 +89,19 @@ impl Session {
         }
         s
     }
+}
+
+/// A session naming no session (no `SessionUUID`, no signature), only
+/// the database to create one in: the gateway treats it as a request for
+/// a new session, like no session at all.
+pub fn target_request(database: &str) -> RawSession {
+    let session = pb::Session {
+        signature: Bytes::new(),
+        vitess_session: Some(pb::VitessSession {
+            target_string: database.to_string(),
+            autocommit: true,
+            ..Default::default()
+        }),
+    };
+    RawSession::from_bytes(session.encode_to_vec().into()).expect("a valid Session")
 }
