@@ -26,7 +26,9 @@ mod table {
     pub mod report;
     pub mod run;
     pub mod stack;
-    #[path = "wan_stub.rs"]
+    // The emulator is shared with tests/wan.rs, which uses other parts.
+    #[allow(unused_imports)]
+    #[path = "../wan/mod.rs"]
     pub mod wan;
 }
 
@@ -50,6 +52,9 @@ struct Args {
     /// Loopback only (skip the emulated WAN).
     #[arg(long)]
     no_wan: bool,
+    /// Only these networks (repeatable): loopback, wan-1pct, wan-0pct.
+    #[arg(long = "net", value_name = "ID")]
+    nets: Vec<String>,
     /// Seconds of timed load per cell (default 8, smoke 1.5).
     #[arg(long)]
     budget_secs: Option<f64>,
@@ -62,6 +67,9 @@ struct Args {
     /// Results directory (default benches/results/<date>-<host>).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Keep the scratch directory (server logs, configs, certificates).
+    #[arg(long)]
+    keep_scratch: bool,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -105,9 +113,11 @@ fn orchestrate(args: Args, argv: &[String]) -> anyhow::Result<()> {
     let settings = Settings {
         smoke: args.smoke,
         wan: !args.no_wan,
-        budget: Duration::from_secs_f64(
-            args.budget_secs.unwrap_or(if args.smoke { 1.5 } else { 8.0 }),
-        ),
+        budget: Duration::from_secs_f64(args.budget_secs.unwrap_or(if args.smoke {
+            1.5
+        } else {
+            8.0
+        })),
         min_ops: if args.smoke { 1 } else { 3 },
         extras,
     };
@@ -117,15 +127,24 @@ fn orchestrate(args: Args, argv: &[String]) -> anyhow::Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let scratch = tempfile::Builder::new().prefix("myqb").tempdir()?;
+    let mut scratch = tempfile::Builder::new().prefix("myqb").tempdir()?;
+    if args.keep_scratch {
+        scratch.disable_cleanup(true);
+        eprintln!("scratch (kept): {}", scratch.path().display());
+    }
     let mut nets: Vec<NetResult> = Vec::new();
     let mut skipped = Vec::new();
 
-    let lo = Net::loopback()?;
-    nets.push(run::run_network(&rt, &lo, &settings, scratch.path())?);
-    drop(lo);
+    let wanted = |id: &str| args.nets.is_empty() || args.nets.iter().any(|n| n == id);
+    if wanted("loopback") {
+        let lo = Net::loopback()?;
+        nets.push(run::run_network(&rt, &lo, &settings, scratch.path())?);
+    }
     if settings.wan {
         for loss in [0.01, 0.0] {
+            if !wanted(&format!("wan-{}pct", (loss * 100.0f64).round())) {
+                continue;
+            }
             // Bounded: the emulator tears itself down if this run dies.
             match Net::wan(loss, Duration::from_secs(30 * 60)) {
                 Ok(net) => match run::run_network(&rt, &net, &settings, scratch.path()) {
@@ -159,7 +178,11 @@ fn orchestrate(args: Args, argv: &[String]) -> anyhow::Result<()> {
         .find_map(|n| report::find(&n.cells, "direct", Shape::LargeSelect))
         .map(|c| c.payload_bytes)
         .unwrap_or(0);
-    let shown: Vec<&str> = argv[1..].iter().map(String::as_str).filter(|a| *a != "--bench").collect();
+    let shown: Vec<&str> = argv[1..]
+        .iter()
+        .map(String::as_str)
+        .filter(|a| *a != "--bench")
+        .collect();
     let command = format!("cargo bench --bench table -- {}", shown.join(" "));
     let cx = report::Context {
         machine: &machine,
@@ -205,7 +228,12 @@ fn update_readme(dir: &std::path::Path, cx: &report::Context) -> anyhow::Result<
         m.date, m.host, m.cores, m.cpu, m.kernel
     );
     for (id, file) in &cx.charts {
-        let label = cx.nets.iter().find(|n| &n.id == id).map(|n| n.label.as_str()).unwrap_or(id);
+        let label = cx
+            .nets
+            .iter()
+            .find(|n| &n.id == id)
+            .map(|n| n.label.as_str())
+            .unwrap_or(id);
         block.push_str(&format!("\n![{label}]({rel}/{file})\n"));
     }
     let new = format!("{}{block}{}", &text[..b], &text[e..]);

@@ -80,11 +80,7 @@ impl Measure<'_> {
             budget_ms: self.budget.as_millis() as u64,
             min_ops: self.min_ops,
         };
-        eprintln!(
-            "  {:<22} {:<12} ×{concurrency}",
-            shape.label(),
-            client.name
-        );
+        eprintln!("  {:<22} {:<12} ×{concurrency}", shape.label(), client.name);
         match self.drive(client, &job, &mut cell) {
             Ok(out) => {
                 let mut lat = out.latencies_us;
@@ -127,7 +123,9 @@ impl Measure<'_> {
         let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
         let watchdog = std::thread::spawn(move || {
             if done_rx.recv_timeout(limit).is_err() {
-                let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
             }
         });
         let mut stdin = child.stdin.take().unwrap();

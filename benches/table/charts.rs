@@ -36,7 +36,11 @@ fn color(client: &str, i: usize) -> RGBColor {
         "direct" => RGBColor(120, 120, 120),
         "sidecar h2" => RGBColor(31, 119, 180),
         "sidecar h3" => RGBColor(255, 127, 14),
-        _ => [RGBColor(44, 160, 44), RGBColor(148, 103, 189), RGBColor(214, 39, 40)][i % 3],
+        _ => [
+            RGBColor(44, 160, 44),
+            RGBColor(148, 103, 189),
+            RGBColor(214, 39, 40),
+        ][i % 3],
     }
 }
 
@@ -103,7 +107,10 @@ pub fn draw(n: &NetResult, title: &str, path: &Path) -> anyhow::Result<()> {
             Text::new(format!("{r:.2}"), (x, r + ymax * 0.01), ("sans-serif", 12))
         }))?;
     }
-    chart.draw_series(LineSeries::new([(0.0, 1.0), (6.0, 1.0)], RED.stroke_width(2)))?;
+    chart.draw_series(LineSeries::new(
+        [(0.0, 1.0), (6.0, 1.0)],
+        RED.stroke_width(2),
+    ))?;
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
@@ -118,15 +125,21 @@ pub fn draw(n: &NetResult, title: &str, path: &Path) -> anyhow::Result<()> {
         .iter()
         .enumerate()
         .flat_map(|(ci, client)| {
-            Shape::ALL.into_iter().enumerate().filter_map(move |(si, shape)| {
-                find(&n.cells, client, shape).map(|c| (ci, si, c.ops_per_sec))
-            })
+            Shape::ALL
+                .into_iter()
+                .enumerate()
+                .filter_map(move |(si, shape)| {
+                    find(&n.cells, client, shape).map(|c| (ci, si, c.ops_per_sec))
+                })
         })
         .collect();
     let lo = tp.iter().map(|t| t.2).fold(f64::MAX, f64::min).min(1.0) / 2.0;
     let hi = tp.iter().map(|t| t.2).fold(1.0f64, f64::max) * 3.0;
     let mut chart = ChartBuilder::on(&bottom)
-        .caption("throughput, operations/s (log scale) — higher is better", ("sans-serif", 17))
+        .caption(
+            "throughput, operations/s (log scale) — higher is better",
+            ("sans-serif", 17),
+        )
         .margin(12)
         .x_label_area_size(30)
         .y_label_area_size(60)
@@ -138,7 +151,11 @@ pub fn draw(n: &NetResult, title: &str, path: &Path) -> anyhow::Result<()> {
         .disable_x_mesh()
         .y_desc("ops/s")
         .y_label_formatter(&|v| {
-            if *v >= 1.0 { format!("{v:.0}") } else { format!("{v:.2}") }
+            if *v >= 1.0 {
+                format!("{v:.0}")
+            } else {
+                format!("{v:.2}")
+            }
         })
         .label_style(("sans-serif", 14))
         .draw()?;

@@ -106,7 +106,9 @@ fn opts(target: &Target) -> Opts {
         .wait_timeout(Some(28_800))
         .stmt_cache_size(0);
     if let Some(ca) = &target.tls_ca {
-        b = b.ssl_opts(SslOpts::default().with_root_certs(vec![std::path::PathBuf::from(ca).into()]));
+        b = b.ssl_opts(
+            SslOpts::default().with_root_certs(vec![std::path::PathBuf::from(ca).into()]),
+        );
     }
     b.into()
 }
@@ -124,7 +126,11 @@ async fn operation(
             Ok(1)
         }
         Shape::MediumSelect | Shape::LargeSelect => {
-            let table = if shape == Shape::MediumSelect { "medium" } else { "large" };
+            let table = if shape == Shape::MediumSelect {
+                "medium"
+            } else {
+                "large"
+            };
             let result = conn.query_iter(format!("SELECT * FROM {table}")).await?;
             let mut bytes = 0u64;
             result

@@ -55,13 +55,19 @@ fn template() -> anyhow::Result<PathBuf> {
     let out = Command::new(which("mariadb-install-db")?)
         .env("TMPDIR", &tmp)
         .arg("--no-defaults")
-        .arg(format!("--datadir={}", staging.path().join("data").display()))
+        .arg(format!(
+            "--datadir={}",
+            staging.path().join("data").display()
+        ))
         .arg("--auth-root-authentication-method=normal")
         .arg("--skip-test-db")
         .arg("--user=root")
         .output()?;
     if !out.status.success() {
-        bail!("mariadb-install-db: {}", String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "mariadb-install-db: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     std::fs::write(staging.path().join("ready"), b"")?;
     let staged = staging.keep();
@@ -122,14 +128,20 @@ impl MariaDb {
             .arg(format!("--log-error={}", dir.join("err.log").display()))
             .arg("--user=root");
         let proc = Proc::spawn("mariadbd", cmd, &dir.join("mariadbd.out"))?;
-        let db = Self { _proc: proc, socket };
+        let db = Self {
+            _proc: proc,
+            socket,
+        };
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         let mut conn = loop {
             if let Ok(c) = mysql_async::Conn::new(db.root_opts()).await {
                 break c;
             }
             if std::time::Instant::now() > deadline {
-                bail!("mariadbd did not start: see {}", dir.join("err.log").display());
+                bail!(
+                    "mariadbd did not start: see {}",
+                    dir.join("err.log").display()
+                );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         };

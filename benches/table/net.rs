@@ -46,7 +46,9 @@ struct LoopbackNs {
 
 impl Drop for LoopbackNs {
     fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
     }
 }
 

@@ -138,7 +138,10 @@ impl RssPeak {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        self.peaks.iter().map(|p| p.load(Ordering::Relaxed)).collect()
+        self.peaks
+            .iter()
+            .map(|p| p.load(Ordering::Relaxed))
+            .collect()
     }
 }
 

@@ -44,7 +44,9 @@ impl Machine {
                 .unwrap_or("unknown")
                 .trim()
                 .to_string(),
-            cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            cores: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
             kernel: sh("uname -r"),
             memory: sh("free -g | awk '/Mem:/ {print $2 \" GiB\"}'"),
             rustc: sh("rustc --version"),
@@ -153,7 +155,10 @@ fn targets(nets: &[NetResult]) -> Vec<Target> {
         }
         if let Some((r, shape)) = worst {
             out.push(Target {
-                what: format!("{}: HTTP/3 never slower than HTTP/2 (p50; throughput for parallel)", n.label),
+                what: format!(
+                    "{}: HTTP/3 never slower than HTTP/2 (p50; throughput for parallel)",
+                    n.label
+                ),
                 figure: format!(
                     "worst shape {}: HTTP/3 takes {r:.2}× HTTP/2's time{}",
                     shape.label(),
@@ -166,10 +171,18 @@ fn targets(nets: &[NetResult]) -> Vec<Target> {
     for n in nets.iter().filter(|n| n.rtt_ms > 0.0 && n.id != "wan-0pct") {
         for shape in [Shape::LargeSelect, Shape::LargeInsert] {
             for sc in sidecars {
-                let Some(c) = find(&n.cells, sc, shape) else { continue };
-                let Some(r) = time_ratio(&n.cells, c) else { continue };
+                let Some(c) = find(&n.cells, sc, shape) else {
+                    continue;
+                };
+                let Some(r) = time_ratio(&n.cells, c) else {
+                    continue;
+                };
                 out.push(Target {
-                    what: format!("{}: {} via {sc} ≤ 0.45× direct time", n.label, shape.label()),
+                    what: format!(
+                        "{}: {} via {sc} ≤ 0.45× direct time",
+                        n.label,
+                        shape.label()
+                    ),
                     figure: format!("{r:.2}× (p50 {:.0} ms)", c.p50_ms),
                     met: r <= 0.45,
                 });
@@ -187,7 +200,10 @@ fn targets(nets: &[NetResult]) -> Vec<Target> {
             let r = c.ops_per_sec / d.ops_per_sec;
             out.push(Target {
                 what: format!("Loopback: parallel SELECT 1 via {sc} ≥ 0.7× direct throughput"),
-                figure: format!("{r:.2}× ({:.0} vs {:.0} queries/s)", c.ops_per_sec, d.ops_per_sec),
+                figure: format!(
+                    "{r:.2}× ({:.0} vs {:.0} queries/s)",
+                    c.ops_per_sec, d.ops_per_sec
+                ),
                 met: r >= 0.7,
             });
         }
@@ -213,7 +229,10 @@ pub fn render(cx: &Context) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# myquic benchmark table — {} on {}\n", m.date, m.host);
     if cx.smoke {
-        let _ = writeln!(s, "> **Smoke run** (a few seconds per cell): figures are indicative only.\n");
+        let _ = writeln!(
+            s,
+            "> **Smoke run** (a few seconds per cell): figures are indicative only.\n"
+        );
     }
     let _ = writeln!(
         s,
@@ -321,8 +340,15 @@ pub fn render(cx: &Context) -> String {
             .collect();
         if !sc.is_empty() {
             let _ = writeln!(s, "\nCPU time per query (point selects):\n");
-            let _ = writeln!(s, "| shape | client | sidecar µs/query | gateway µs/query |\n|---|---|--:|--:|");
-            for c in sc.iter().copied().chain(n.scaling.iter().filter(|c| c.sidecar_cpu_us.is_some())) {
+            let _ = writeln!(
+                s,
+                "| shape | client | sidecar µs/query | gateway µs/query |\n|---|---|--:|--:|"
+            );
+            for c in sc
+                .iter()
+                .copied()
+                .chain(n.scaling.iter().filter(|c| c.sidecar_cpu_us.is_some()))
+            {
                 let _ = writeln!(
                     s,
                     "| {} ×{} | {} | {:.0} | {:.0} |",
@@ -352,14 +378,25 @@ pub fn render(cx: &Context) -> String {
             }
         }
         if !n.scaling.is_empty() {
-            let _ = writeln!(s, "\nHow cost grows with load — parallel SELECT 1 by pool size:\n");
+            let _ = writeln!(
+                s,
+                "\nHow cost grows with load — parallel SELECT 1 by pool size:\n"
+            );
             let _ = writeln!(
                 s,
                 "| client | connections | queries/s | p50 ms | p99 ms | sidecar µs/query | gateway µs/query |\n|---|--:|--:|--:|--:|--:|--:|"
             );
             let mut all: Vec<&Cell> = n.scaling.iter().collect();
-            all.extend(n.cells.iter().filter(|c| c.shape == Shape::ParallelSelect1.label()));
-            all.sort_by(|a, b| a.client.cmp(&b.client).then(a.concurrency.cmp(&b.concurrency)));
+            all.extend(
+                n.cells
+                    .iter()
+                    .filter(|c| c.shape == Shape::ParallelSelect1.label()),
+            );
+            all.sort_by(|a, b| {
+                a.client
+                    .cmp(&b.client)
+                    .then(a.concurrency.cmp(&b.concurrency))
+            });
             for c in all {
                 let _ = writeln!(
                     s,
@@ -369,8 +406,12 @@ pub fn render(cx: &Context) -> String {
                     c.ops_per_sec,
                     c.p50_ms,
                     c.p99_ms,
-                    c.sidecar_cpu_us.map(|v| format!("{v:.0}")).unwrap_or("–".into()),
-                    c.gateway_cpu_us.map(|v| format!("{v:.0}")).unwrap_or("–".into())
+                    c.sidecar_cpu_us
+                        .map(|v| format!("{v:.0}"))
+                        .unwrap_or("–".into()),
+                    c.gateway_cpu_us
+                        .map(|v| format!("{v:.0}"))
+                        .unwrap_or("–".into())
                 );
             }
         }
@@ -383,20 +424,37 @@ pub fn render(cx: &Context) -> String {
                 bytes(i.rss_after),
                 i.connections,
                 bytes(i.rss_after.saturating_sub(i.rss_before) / i.connections.max(1) as u64),
-                i.error.as_deref().map(|e| format!("; error: {e}")).unwrap_or_default()
+                i.error
+                    .as_deref()
+                    .map(|e| format!("; error: {e}"))
+                    .unwrap_or_default()
             );
         }
         if !n.transports.is_empty() {
-            let _ = writeln!(s, "\nTransport in use at the end (sidecar `COM_STATISTICS`):\n");
+            let _ = writeln!(
+                s,
+                "\nTransport in use at the end (sidecar `COM_STATISTICS`):\n"
+            );
             for (c, st) in &n.transports {
                 let _ = writeln!(s, "- {c}: `{st}`");
             }
         }
-        let errors: Vec<&Cell> = n.cells.iter().chain(&n.scaling).filter(|c| c.error.is_some()).collect();
+        let errors: Vec<&Cell> = n
+            .cells
+            .iter()
+            .chain(&n.scaling)
+            .filter(|c| c.error.is_some())
+            .collect();
         if !errors.is_empty() {
             let _ = writeln!(s, "\nErrors:\n");
             for c in errors {
-                let _ = writeln!(s, "- {} / {}: {}", c.shape, c.client, c.error.as_deref().unwrap_or(""));
+                let _ = writeln!(
+                    s,
+                    "- {} / {}: {}",
+                    c.shape,
+                    c.client,
+                    c.error.as_deref().unwrap_or("")
+                );
             }
         }
     }
@@ -416,7 +474,9 @@ fn row(s: &mut String, c: &Cell, cells: &[Cell]) {
     let ratio = if c.client == "direct" {
         "1".to_string()
     } else {
-        time_ratio(cells, c).map(|r| format!("{r:.2}")).unwrap_or("–".into())
+        time_ratio(cells, c)
+            .map(|r| format!("{r:.2}"))
+            .unwrap_or("–".into())
     };
     let _ = writeln!(
         s,

@@ -68,8 +68,10 @@ pub fn run_network(
         .context("MariaDB")?;
     let gateway = Gateway::start(net, &db, &certs, &dir).context("gateway")?;
     let mut clients = vec![Client::direct(net, &certs)];
-    clients.push(Client::sidecar(net, &gateway, &certs, "http2", 3307, &dir).context("sidecar h2")?);
-    clients.push(Client::sidecar(net, &gateway, &certs, "http3", 3308, &dir).context("sidecar h3")?);
+    clients
+        .push(Client::sidecar(net, &gateway, &certs, "http2", 3307, &dir).context("sidecar h2")?);
+    clients
+        .push(Client::sidecar(net, &gateway, &certs, "http3", 3308, &dir).context("sidecar h3")?);
     for (i, (name, cmd)) in settings.extras.iter().enumerate() {
         match Client::extra(net, &gateway, &certs, name, cmd, 3320 + i as u16, &dir) {
             Ok(c) => clients.push(c),
@@ -98,7 +100,11 @@ pub fn run_network(
             if matches!(shape, Shape::MediumInsert | Shape::LargeInsert) {
                 rt.block_on(db.truncate_inserts())?;
             }
-            let conc = if shape == Shape::ParallelSelect1 { 32 } else { 1 };
+            let conc = if shape == Shape::ParallelSelect1 {
+                32
+            } else {
+                1
+            };
             result.cells.push(measure.run(client, shape, conc));
         }
     }
@@ -116,7 +122,10 @@ pub fn run_network(
             }
         }
         for client in clients.iter().filter(|c| c.is_sidecar()) {
-            eprintln!("[{}] {IDLE_CONNECTIONS} idle connections to {}", net.id, client.name);
+            eprintln!(
+                "[{}] {IDLE_CONNECTIONS} idle connections to {}",
+                net.id, client.name
+            );
             result.idle.push(rt.block_on(idle(client)));
         }
     }

@@ -54,7 +54,10 @@ fn wait_listening(ns: &str, host: &str, port: u16, proc: &mut Proc) -> anyhow::R
     });
     if !ok {
         let exit = proc.exited();
-        bail!("{} did not listen on {host}:{port} (exit: {exit:?})", proc.name);
+        bail!(
+            "{} did not listen on {host}:{port} (exit: {exit:?})",
+            proc.name
+        );
     }
     Ok(())
 }
