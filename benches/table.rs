@@ -227,6 +227,15 @@ fn update_readme(dir: &std::path::Path, cx: &report::Context) -> anyhow::Result<
          Full report: [{rel}/report.md]({rel}/report.md).\n",
         m.date, m.host, m.cores, m.cpu, m.kernel
     );
+    let targets = report::targets(cx.nets);
+    let met = targets.iter().filter(|t| t.met).count();
+    block.push_str(&format!(
+        "\nTargets met: {met} of {}. Missed:\n\n",
+        targets.len()
+    ));
+    for t in targets.iter().filter(|t| !t.met) {
+        block.push_str(&format!("- {} — {}\n", t.what, t.figure));
+    }
     for (id, file) in &cx.charts {
         let label = cx
             .nets

@@ -29,7 +29,8 @@ pub struct Cell {
     pub payload_bytes: u64,
     pub to_server_bytes: u64,
     pub to_client_bytes: u64,
-    pub dropped_packets: u64,
+    pub lost_packets: u64,
+    pub queue_dropped_packets: u64,
     /// CPU time per operation, microseconds.
     pub sidecar_cpu_us: Option<f64>,
     pub gateway_cpu_us: Option<f64>,
@@ -161,7 +162,8 @@ impl Measure<'_> {
         let ops = out.latencies_us.len().max(1) as f64;
         cell.to_server_bytes = wire.to_server;
         cell.to_client_bytes = wire.to_client;
-        cell.dropped_packets = wire.dropped;
+        cell.lost_packets = wire.lost;
+        cell.queue_dropped_packets = wire.queue_drops;
         let per_op = |i: usize| (cpu1[i] - cpu0[i]).as_micros() as f64 / ops;
         let growth = |i: usize| peaks[i].saturating_sub(rss0[i]);
         if client.proc.is_some() {

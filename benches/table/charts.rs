@@ -111,6 +111,20 @@ pub fn draw(n: &NetResult, title: &str, path: &Path) -> anyhow::Result<()> {
         [(0.0, 1.0), (6.0, 1.0)],
         RED.stroke_width(2),
     ))?;
+    // A cell that failed gets a mark where its bar would be, not a gap.
+    for (ci, client) in others.iter().enumerate() {
+        for (si, shape) in Shape::ALL.into_iter().enumerate() {
+            let failed = n
+                .cells
+                .iter()
+                .any(|c| &c.client == *client && c.shape == shape.label() && !c.ok());
+            if failed {
+                let x = si as f64 + 0.1 + ci as f64 * width;
+                let style = ("sans-serif", 13).into_font().color(&RED);
+                chart.draw_series([Text::new("failed", (x, ymax * 0.05), style)])?;
+            }
+        }
+    }
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)

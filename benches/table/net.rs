@@ -25,8 +25,10 @@ pub const GATEWAY_PORT: u16 = 8443;
 pub struct Wire {
     pub to_server: u64,
     pub to_client: u64,
-    /// Packets the emulator dropped (random loss + queue overflow).
-    pub dropped: u64,
+    /// Packets the emulator dropped at random (the loss rate) …
+    pub lost: u64,
+    /// … and because its drop-tail queue was full (sent above the rate).
+    pub queue_drops: u64,
 }
 
 impl std::ops::Sub for Wire {
@@ -35,7 +37,8 @@ impl std::ops::Sub for Wire {
         Wire {
             to_server: self.to_server.saturating_sub(o.to_server),
             to_client: self.to_client.saturating_sub(o.to_client),
-            dropped: self.dropped.saturating_sub(o.dropped),
+            lost: self.lost.saturating_sub(o.lost),
+            queue_drops: self.queue_drops.saturating_sub(o.queue_drops),
         }
     }
 }
@@ -184,7 +187,8 @@ impl Net {
                 Wire {
                     to_server: c.to_server_bytes,
                     to_client: c.to_client_bytes,
-                    dropped: c.lost + c.queue_drops,
+                    lost: c.lost,
+                    queue_drops: c.queue_drops,
                 }
             }
             (Some(lo), _) => nft_counters(&lo.name).unwrap_or_default(),

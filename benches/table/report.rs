@@ -93,13 +93,13 @@ fn mark(ok: bool) -> &'static str {
     if ok { "**met**" } else { "**missed**" }
 }
 
-struct Target {
-    what: String,
-    figure: String,
-    met: bool,
+pub struct Target {
+    pub what: String,
+    pub figure: String,
+    pub met: bool,
 }
 
-fn targets(nets: &[NetResult]) -> Vec<Target> {
+pub fn targets(nets: &[NetResult]) -> Vec<Target> {
     let mut out = Vec::new();
     let sidecars = ["sidecar h3", "sidecar h2"];
     for n in nets.iter().filter(|n| n.rtt_ms > 0.0) {
@@ -263,7 +263,7 @@ pub fn render(cx: &Context) -> String {
          operations); latency min / p50 / p99 / max; throughput = operations ÷ wall time; bytes \
          on the wire each way per operation (IP bytes; loopback: nftables counters on the server \
          ports 3306/8443 in the run's own namespace; WAN: the link emulator's counters), dropped \
-         packets (WAN: random loss + queue overflow); CPU time per operation of the sidecar and \
+         packets (WAN: random loss / drop-tail queue overflow, i.e. sent above the link rate); CPU time per operation of the sidecar and \
          the gateway (utime+stime from `/proc/PID/stat`, 10 ms ticks); peak RSS growth from \
          `/proc/PID/status` sampled every 5 ms.\n\
          - **×direct** = the client's time over the direct client's time in the same run (p50 \
@@ -312,6 +312,21 @@ pub fn render(cx: &Context) -> String {
         let _ = writeln!(s, "- **Not measured**: {k}");
     }
 
+    let _ = writeln!(
+        s,
+        "\nReading the figures:\n\n\
+         - On loopback every process shares the same 2 cores, so the sidecar's and gateway's \
+         CPU time per query (below each table) is what bounds the proxied clients' throughput \
+         against direct, not the network.\n\
+         - ↓ bytes of a SELECT through the sidecar are the gateway's compressed response, ↑ bytes \
+         of an INSERT the sidecar's compressed request; on the WAN the large shapes are bounded by \
+         those bytes ÷ 50 Mbit/s plus MariaDB's own time (the loopback direct figure).\n\
+         - Queue-dropped packets mean a sender went above the link rate and overflowed the \
+         emulator's drop-tail queue (congestion-control probing); they are retransmitted and cost \
+         bytes, not correctness.\n\
+         - Time budgets are per cell, so cells with slow operations have few samples: their p99 \
+         and max are the largest of a handful."
+    );
     let _ = writeln!(s, "\n## Targets\n");
     let _ = writeln!(s, "Printed next to the figures, not asserted anywhere.\n");
     let _ = writeln!(s, "| target | figure | |\n|---|---|---|");
@@ -326,7 +341,7 @@ pub fn render(cx: &Context) -> String {
         }
         let _ = writeln!(
             s,
-            "| shape | client | ops | min ms | p50 ms | p99 ms | max ms | ops/s | payload MB/s | ↑ bytes/op | ↓ bytes/op | dropped pkts | ×direct |\n\
+            "| shape | client | ops | min ms | p50 ms | p99 ms | max ms | ops/s | payload MB/s | ↑ bytes/op | ↓ bytes/op | pkts lost / queue-dropped | ×direct |\n\
              |---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
         );
         for c in &n.cells {
@@ -480,7 +495,7 @@ fn row(s: &mut String, c: &Cell, cells: &[Cell]) {
     };
     let _ = writeln!(
         s,
-        "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {:.2} | {} | {} | {} | {} |",
+        "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {:.2} | {} | {} | {} / {} | {} |",
         c.shape,
         c.client,
         c.ops,
@@ -492,7 +507,8 @@ fn row(s: &mut String, c: &Cell, cells: &[Cell]) {
         c.mb_per_sec(),
         bytes(c.to_server_bytes / ops),
         bytes(c.to_client_bytes / ops),
-        c.dropped_packets,
+        c.lost_packets,
+        c.queue_dropped_packets,
         ratio
     );
 }
