@@ -78,10 +78,10 @@ APP_API_PASSWORD=api-secret "$bin" --config "$work/myquic.toml" sidecar 2>"$work
 pids+=($!)
 for _ in $(seq 100); do [ -S "$work/sidecar.sock" ] && break; sleep 0.1; done
 
-mysql=(mariadb --no-defaults -h 127.0.0.1 -P "$sidecar_port" -u app -plocal-secret
+mysql=(mariadb --no-defaults --default-character-set=utf8mb4 -h 127.0.0.1 -P "$sidecar_port" -u app -plocal-secret
        --default-auth=caching_sha2_password --table app)
 echo "--- the mariadb client through the sidecar's unix socket (caching_sha2_password full authentication)"
-mariadb --no-defaults --socket="$work/sidecar.sock" -u app -plocal-secret --table app -e "
+mariadb --no-defaults --default-character-set=utf8mb4 --socket="$work/sidecar.sock" -u app -plocal-secret --table app -e "
   CREATE TABLE greetings (id INT AUTO_INCREMENT PRIMARY KEY, lang VARCHAR(8), text VARCHAR(64));
   BEGIN;
   INSERT INTO greetings (lang, text) VALUES ('en', 'hello'), ('fr', 'bonjour'), ('ja', 'こんにちは 🐬');
@@ -112,6 +112,8 @@ grep -i '^alt-svc' "$work/headers"
 echo "--- a wrong password is refused"
 curl -sS --cacert "$work/gateway.pem" -u app:wrong -H 'Content-Type: application/json' \
   --data '{"query":"SELECT 1"}' -w ' (HTTP %{http_code})\n' "https://localhost:$port/psdb.v1alpha1.Database/Execute"
+echo "--- myquic doctor, with the sidecar's config: every step to the gateway"
+APP_API_PASSWORD=api-secret RUST_LOG=warn "$bin" --config "$work/myquic.toml" doctor
 
 if [ "${MYQUIC_KEEP:-}" = 1 ]; then
   echo "--- running; gateway $url, CA $work/gateway.pem"
