@@ -2,7 +2,8 @@
 tests/matrix/README.md): prepare, a short run with two threads, cleanup.
 sysbench uses server-side prepared statements by default; a second run
 turns them off. The answer is what must not vary: exit codes, zero errors
-and reconnects, and that transactions ran (their number is timing)."""
+and reconnects, and that transactions ran (their number, like the count of
+deadlocks sysbench retries, is timing)."""
 
 import json
 import os
@@ -35,7 +36,9 @@ def workload(*extra):
     return {"exit": run.returncode, "fatal": [line for line in run.stderr.splitlines()
                                               if "FATAL" in line],
             "ran_transactions": (figure(run.stdout, "transactions") or 0) > 0,
-            "ignored_errors": figure(run.stdout, "ignored errors"),
+            # Deadlocks between the two threads (1213) are retried by
+            # sysbench and counted as "ignored errors": timing, not a
+            # difference between servers. Any other error is fatal (above).
             "reconnects": figure(run.stdout, "reconnects")}
 
 
