@@ -16,7 +16,7 @@ use mysql_common::io::BufMutExt;
 
 use super::packet::Packets;
 use super::temporal::{DateTime, Time};
-use super::{CapabilityFlags, ColumnFlags, ColumnType, StatusFlags};
+use super::{CapabilityFlags, ColumnFlags, ColumnType, MariadbCapabilities, StatusFlags};
 use crate::api::pb;
 use crate::translate::errors::MysqlError;
 use crate::translate::types::{BINARY_CHARSET, mysql_field_type};
@@ -142,23 +142,76 @@ pub fn result_set_header(out: &mut Packets, column_count: u64) {
     out.push(|b| b.put_lenenc_int(column_count));
 }
 
-/// A column definition (protocol 4.1) rebuilt from every attribute the
-/// gateway kept, so the client receives what MariaDB sent the gateway.
-pub fn column_definition(out: &mut Packets, field: &pb::Field) {
-    out.push(|b| write_column(b, field));
+/// How column definitions describe a JSON column, which depends on the
+/// server the sidecar presents itself as and on what the client accepted.
+///
+/// MySQL has a JSON wire type (245). MariaDB's JSON is a LONGTEXT (BLOB
+/// 252) that only its extended column metadata marks as `format=json`,
+/// sent to clients that accepted `MARIADB_CLIENT_EXTENDED_METADATA`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ColumnStyle {
+    /// A MySQL server: JSON is type 245.
+    #[default]
+    Mysql,
+    /// A MariaDB server, to a client without extended metadata.
+    Mariadb,
+    /// A MariaDB server, to a client with extended metadata: every column
+    /// definition carries the extended metadata field (empty for most).
+    MariadbExtended,
 }
 
-fn write_column(b: &mut BytesMut, field: &pb::Field) {
+impl ColumnStyle {
+    /// The style for a server of version `server_version` and a session
+    /// whose negotiated MariaDB capabilities are `mariadb_caps`.
+    pub fn new(server_version: &str, mariadb_caps: MariadbCapabilities) -> Self {
+        if !server_version.contains("MariaDB") {
+            Self::Mysql
+        } else if mariadb_caps.contains(MariadbCapabilities::MARIADB_CLIENT_EXTENDED_METADATA) {
+            Self::MariadbExtended
+        } else {
+            Self::Mariadb
+        }
+    }
+}
+
+/// Extended metadata entry kinds (MariaDB `enum_column_metadata`).
+const METADATA_FORMAT_NAME: u8 = 1;
+
+/// A column definition (protocol 4.1) rebuilt from every attribute the
+/// gateway kept, so the client receives what MariaDB sent the gateway.
+pub fn column_definition(out: &mut Packets, style: ColumnStyle, field: &pb::Field) {
+    out.push(|b| write_column(b, style, field));
+}
+
+fn write_column(b: &mut BytesMut, style: ColumnStyle, field: &pb::Field) {
+    let json = field.r#type == pb::Type::Json as i32;
     b.put_lenenc_str(b"def");
     b.put_lenenc_str(field.database.as_bytes());
     b.put_lenenc_str(field.table.as_bytes());
     b.put_lenenc_str(field.org_table.as_bytes());
     b.put_lenenc_str(field.name.as_bytes());
     b.put_lenenc_str(field.org_name.as_bytes());
+    if style == ColumnStyle::MariadbExtended {
+        // A length-encoded block of [kind][lenenc value] entries, placed
+        // between org_name and the fixed fields.
+        if json {
+            const FORMAT: &[u8] = b"json";
+            b.put_lenenc_int(2 + FORMAT.len() as u64);
+            b.put_u8(METADATA_FORMAT_NAME);
+            b.put_lenenc_str(FORMAT);
+        } else {
+            b.put_lenenc_int(0);
+        }
+    }
     b.put_lenenc_int(FIXED_FIELDS_LEN);
     b.put_u16_le(saturate_u16(field.charset));
     b.put_u32_le(field.column_length);
-    b.put_u8(column_type(field) as u8);
+    let ty = if json && style != ColumnStyle::Mysql {
+        ColumnType::MYSQL_TYPE_BLOB
+    } else {
+        column_type(field)
+    };
+    b.put_u8(ty as u8);
     b.put_u16_le(saturate_u16(field.flags));
     b.put_u8(u8::try_from(field.decimals).unwrap_or(u8::MAX));
     b.put_u16_le(0);
@@ -359,9 +412,11 @@ fn unconvertible(field: &pb::Field, ty: ColumnType, text: &[u8]) -> MysqlError {
 ///
 /// `status` goes into those EOFs: clients take the server status from
 /// them, so it must be the session's real one (e.g. IN_TRANS).
+#[allow(clippy::too_many_arguments)]
 pub fn prepare_ok(
     out: &mut Packets,
     caps: CapabilityFlags,
+    style: ColumnStyle,
     stmt_id: u32,
     params: u16,
     columns: &[pb::Field],
@@ -380,13 +435,13 @@ pub fn prepare_ok(
     if params > 0 {
         let param = parameter_definition();
         for _ in 0..params {
-            column_definition(out, &param);
+            column_definition(out, style, &param);
         }
         metadata_eof(out, caps, status);
     }
     if !columns.is_empty() {
         for column in &columns[..usize::from(column_count)] {
-            column_definition(out, column);
+            column_definition(out, style, column);
         }
         metadata_eof(out, caps, status);
     }
@@ -411,12 +466,13 @@ fn parameter_definition() -> pb::Field {
 pub fn field_list(
     out: &mut Packets,
     caps: CapabilityFlags,
+    style: ColumnStyle,
     fields: &[pb::Field],
     status: StatusFlags,
 ) {
     for field in fields {
         out.push(|b| {
-            write_column(b, field);
+            write_column(b, style, field);
             b.put_u8(NULL_CELL);
         });
     }
