@@ -82,8 +82,10 @@ impl JsonColumns {
 }
 
 /// A LONGTEXT column of a real table: MariaDB's JSON looks exactly so.
+/// Its collation (utf8mb4_bin) sets BINARY_FLAG, which makes it a Vitess
+/// BLOB; the character set is what tells text from bytes.
 fn may_be_json(field: &pb::Field) -> bool {
-    field.r#type == pb::Type::Text as i32
+    (field.r#type == pb::Type::Text as i32 || field.r#type == pb::Type::Blob as i32)
         && field.column_type.is_empty()
         && field.column_length == u32::MAX
         && field.charset != u32::from(BINARY_CHARSET)
@@ -141,10 +143,10 @@ mod tests {
             table: "t".into(),
             org_table: "t".into(),
             database: "app".into(),
-            r#type: pb::Type::Text as i32,
+            r#type: pb::Type::Blob as i32,
             column_length: u32::MAX,
             charset: 224,
-            flags: 16,
+            flags: 144,
             ..pb::Field::default()
         }
     }
@@ -157,6 +159,7 @@ mod tests {
             ..longtext()
         };
         let blob = pb::Field {
+            r#type: pb::Type::Blob as i32,
             charset: 63,
             ..longtext()
         };

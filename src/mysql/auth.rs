@@ -1624,6 +1624,52 @@ mod tests {
         assert_eq!(&ps[0].payload[..], &[1u8, 4][..]);
     }
 
+    /// As MariaDB: CLIENT_MYSQL cleared and extended metadata offered in
+    /// the greeting's last reserved bytes; taken only from a client that
+    /// cleared CLIENT_MYSQL too, and only for a MariaDB version.
+    #[test]
+    fn mariadb_extended_metadata_is_negotiated() {
+        use crate::mysql::MariadbCapabilities as Ext;
+        let login = |version: &str, client_caps: CapabilityFlags, ext: Ext| {
+            let mut cfg = (*config(Some(USERS), Plugin::MysqlNativePassword, false)).clone();
+            cfg.server_version = version.into();
+            let mut hs = Handshake::new(Arc::new(cfg), 1, false);
+            let (g, nonce) = greet(&mut hs);
+            let payload = ser(&HandshakeResponse::new(
+                Some(scramble_native(&nonce, b"s3cret").unwrap().to_vec()),
+                (10, 11, 0),
+                Some(b"app".to_vec()),
+                None::<Vec<u8>>,
+                Some(AuthPlugin::MysqlNativePassword),
+                client_caps,
+                None,
+                16 << 20,
+            )
+            .with_mariadb_ext_capabilities(ext));
+            (g, done(feed(&mut hs, 1, &payload).0))
+        };
+        let mariadb = "5.5.5-10.11.19-MariaDB";
+        let mariadb_client = client_caps() - CapabilityFlags::CLIENT_LONG_PASSWORD;
+        let all = Ext::MARIADB_CLIENT_EXTENDED_METADATA | Ext::MARIADB_CLIENT_STMT_BULK_OPERATIONS;
+
+        let (g, a) = login(mariadb, mariadb_client, all);
+        assert!(!g.capabilities().contains(CapabilityFlags::CLIENT_LONG_PASSWORD));
+        assert_eq!(g.mariadb_ext_capabilities(), Ext::MARIADB_CLIENT_EXTENDED_METADATA);
+        assert_eq!(a.mariadb_capabilities, Ext::MARIADB_CLIENT_EXTENDED_METADATA);
+        assert_eq!(a.column_style, ColumnStyle::MariadbExtended);
+
+        // A client that kept CLIENT_MYSQL: those bytes are filler.
+        let (_, a) = login(mariadb, client_caps(), all);
+        assert_eq!(a.mariadb_capabilities, Ext::empty());
+        assert_eq!(a.column_style, ColumnStyle::Mariadb);
+
+        let (g, a) = login("8.0.36-myquic", mariadb_client, all);
+        assert!(g.capabilities().contains(CapabilityFlags::CLIENT_LONG_PASSWORD));
+        assert_eq!(g.mariadb_ext_capabilities(), Ext::empty());
+        assert_eq!(a.mariadb_capabilities, Ext::empty());
+        assert_eq!(a.column_style, ColumnStyle::Mysql);
+    }
+
     /// Connector/J against a "5.5.5-…" (MariaDB) version: auth data
     /// without the 0x01 prefix, RSA with PKCS#1 v1.5; other clients and
     /// versions keep MySQL 8's shape.

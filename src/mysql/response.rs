@@ -695,7 +695,7 @@ mod tests {
             f.column_length = len;
             f.decimals = decimals;
             f.column_type = crate::translate::types::blob_subtype_name(ty, flags).into();
-            column_definition(&mut out, &f);
+            column_definition(&mut out, ColumnStyle::Mysql, &f);
             fields.push(f);
         }
         for ((payload, &(ty, flags, charset, len, decimals)), f) in
@@ -993,7 +993,7 @@ mod tests {
         for caps in [caps(), classic_caps()] {
             let classic = !caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
             let mut out = Packets::reply_to(0);
-            prepare_ok(&mut out, caps, 7, 2, &columns, 3, status);
+            prepare_ok(&mut out, caps, ColumnStyle::Mysql, 7, 2, &columns, 3, status);
             let p = payloads(&mut out, 1);
             assert_eq!(p.len(), if classic { 7 } else { 5 });
             assert_eq!(&p[0][..], &[0, 7, 0, 0, 0, 2, 0, 2, 0, 0, 3, 0][..]);
@@ -1019,8 +1019,81 @@ mod tests {
             assert_eq!(parse_column(&cols[1]).name_str(), "b");
         }
         let mut out = Packets::reply_to(0);
-        prepare_ok(&mut out, classic_caps(), 1, 0, &[], 0, status);
+        prepare_ok(
+            &mut out,
+            classic_caps(),
+            ColumnStyle::Mysql,
+            1,
+            0,
+            &[],
+            0,
+            status,
+        );
         assert_eq!(payloads(&mut out, 1).len(), 1);
+    }
+
+    /// A JSON column as each server shows it: MySQL's JSON type; MariaDB's
+    /// LONGTEXT, with `format=json` in the extended metadata for clients
+    /// that took it (and an empty block for every other column).
+    #[test]
+    fn json_columns_in_each_style() {
+        let mut json = field("j", 252, 16, 224);
+        json.r#type = pb::Type::Json as i32;
+        json.column_length = u32::MAX;
+        let text = field("s", 253, 0, 224);
+        let fields = [json, text];
+        // Where the extended block goes: after org_name.
+        let head = |f: &pb::Field| {
+            let mut b = BytesMut::new();
+            for s in ["def", &f.database, &f.table, &f.org_table, &f.name, &f.org_name] {
+                b.put_lenenc_str(s.as_bytes());
+            }
+            b.len()
+        };
+        for style in [ColumnStyle::Mysql, ColumnStyle::Mariadb, ColumnStyle::MariadbExtended] {
+            let mut out = Packets::reply_to(0);
+            for f in &fields {
+                column_definition(&mut out, style, f);
+            }
+            let p = payloads(&mut out, 1);
+            for (payload, (f, block)) in p.iter().zip(fields.iter().zip([
+                &[0x06, 0x01, 0x04, b'j', b's', b'o', b'n'][..],
+                &[0x00][..],
+            ])) {
+                let at = head(f);
+                let standard = if style == ColumnStyle::MariadbExtended {
+                    assert_eq!(&payload[at..at + block.len()], block, "{style:?}");
+                    [&payload[..at], &payload[at + block.len()..]].concat()
+                } else {
+                    payload.to_vec()
+                };
+                let c = parse_column(&standard);
+                assert_eq!(c.name_str(), f.name);
+                assert_eq!(c.column_length(), f.column_length);
+                let expected = match (f.name.as_str(), style) {
+                    ("j", ColumnStyle::Mysql) => ColumnType::MYSQL_TYPE_JSON,
+                    ("j", _) => ColumnType::MYSQL_TYPE_BLOB,
+                    _ => ColumnType::MYSQL_TYPE_VAR_STRING,
+                };
+                assert_eq!(c.column_type(), expected, "{style:?}");
+            }
+        }
+        // COM_STMT_PREPARE's columns and parameters carry the block too.
+        let mut out = Packets::reply_to(0);
+        prepare_ok(
+            &mut out,
+            caps(),
+            ColumnStyle::MariadbExtended,
+            1,
+            1,
+            &fields[..1],
+            0,
+            StatusFlags::empty(),
+        );
+        let p = payloads(&mut out, 1);
+        let param = &p[1];
+        assert_eq!(&param[head(&parameter_definition())..][..1], &[0x00]);
+        assert!(p[2].windows(7).any(|w| w == [0x06, 0x01, 0x04, b'j', b's', b'o', b'n']));
     }
 
     #[test]
@@ -1030,6 +1103,7 @@ mod tests {
         field_list(
             &mut out,
             classic_caps(),
+            ColumnStyle::Mysql,
             &fields,
             StatusFlags::SERVER_STATUS_AUTOCOMMIT,
         );

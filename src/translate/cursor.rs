@@ -277,7 +277,7 @@ mod tests {
     #[test]
     fn a_second_result_set_is_refused() {
         let mut out = Packets::default();
-        let mut cursor = Cursor::open(caps(true), vec![field("n")], StatusFlags::empty(), &mut out);
+        let mut cursor = Cursor::open(caps(true), ColumnStyle::Mysql, vec![field("n")], StatusFlags::empty(), &mut out);
         let second = pb::QueryResult {
             fields: vec![field("m")],
             ..Default::default()
