@@ -14,8 +14,8 @@ use crate::translate::{bind, statement};
 
 use super::auth::Account;
 use super::backend::{self, BackendError, Flow, JsonLookup, Outcome, ResultSink, Summary};
-use super::json_columns::JsonColumns;
 use super::config::Limits;
+use super::json_columns::JsonColumns;
 use super::sessions::{Lease, Refusal, Sessions};
 use super::stream::StreamSink;
 

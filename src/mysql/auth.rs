@@ -1653,9 +1653,18 @@ mod tests {
         let all = Ext::MARIADB_CLIENT_EXTENDED_METADATA | Ext::MARIADB_CLIENT_STMT_BULK_OPERATIONS;
 
         let (g, a) = login(mariadb, mariadb_client, all);
-        assert!(!g.capabilities().contains(CapabilityFlags::CLIENT_LONG_PASSWORD));
-        assert_eq!(g.mariadb_ext_capabilities(), Ext::MARIADB_CLIENT_EXTENDED_METADATA);
-        assert_eq!(a.mariadb_capabilities, Ext::MARIADB_CLIENT_EXTENDED_METADATA);
+        assert!(
+            !g.capabilities()
+                .contains(CapabilityFlags::CLIENT_LONG_PASSWORD)
+        );
+        assert_eq!(
+            g.mariadb_ext_capabilities(),
+            Ext::MARIADB_CLIENT_EXTENDED_METADATA
+        );
+        assert_eq!(
+            a.mariadb_capabilities,
+            Ext::MARIADB_CLIENT_EXTENDED_METADATA
+        );
         assert_eq!(a.column_style, ColumnStyle::MariadbExtended);
 
         // A client that kept CLIENT_MYSQL: those bytes are filler.
@@ -1664,7 +1673,10 @@ mod tests {
         assert_eq!(a.column_style, ColumnStyle::Mariadb);
 
         let (g, a) = login("8.0.36-myquic", mariadb_client, all);
-        assert!(g.capabilities().contains(CapabilityFlags::CLIENT_LONG_PASSWORD));
+        assert!(
+            g.capabilities()
+                .contains(CapabilityFlags::CLIENT_LONG_PASSWORD)
+        );
         assert_eq!(g.mariadb_ext_capabilities(), Ext::empty());
         assert_eq!(a.mariadb_capabilities, Ext::empty());
         assert_eq!(a.column_style, ColumnStyle::Mysql);

@@ -993,7 +993,16 @@ mod tests {
         for caps in [caps(), classic_caps()] {
             let classic = !caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
             let mut out = Packets::reply_to(0);
-            prepare_ok(&mut out, caps, ColumnStyle::Mysql, 7, 2, &columns, 3, status);
+            prepare_ok(
+                &mut out,
+                caps,
+                ColumnStyle::Mysql,
+                7,
+                2,
+                &columns,
+                3,
+                status,
+            );
             let p = payloads(&mut out, 1);
             assert_eq!(p.len(), if classic { 7 } else { 5 });
             assert_eq!(&p[0][..], &[0, 7, 0, 0, 0, 2, 0, 2, 0, 0, 3, 0][..]);
@@ -1045,21 +1054,33 @@ mod tests {
         // Where the extended block goes: after org_name.
         let head = |f: &pb::Field| {
             let mut b = BytesMut::new();
-            for s in ["def", &f.database, &f.table, &f.org_table, &f.name, &f.org_name] {
+            for s in [
+                "def",
+                &f.database,
+                &f.table,
+                &f.org_table,
+                &f.name,
+                &f.org_name,
+            ] {
                 b.put_lenenc_str(s.as_bytes());
             }
             b.len()
         };
-        for style in [ColumnStyle::Mysql, ColumnStyle::Mariadb, ColumnStyle::MariadbExtended] {
+        for style in [
+            ColumnStyle::Mysql,
+            ColumnStyle::Mariadb,
+            ColumnStyle::MariadbExtended,
+        ] {
             let mut out = Packets::reply_to(0);
             for f in &fields {
                 column_definition(&mut out, style, f);
             }
             let p = payloads(&mut out, 1);
-            for (payload, (f, block)) in p.iter().zip(fields.iter().zip([
-                &[0x06, 0x01, 0x04, b'j', b's', b'o', b'n'][..],
-                &[0x00][..],
-            ])) {
+            for (payload, (f, block)) in p.iter().zip(
+                fields
+                    .iter()
+                    .zip([&[0x06, 0x01, 0x04, b'j', b's', b'o', b'n'][..], &[0x00][..]]),
+            ) {
                 let at = head(f);
                 let standard = if style == ColumnStyle::MariadbExtended {
                     assert_eq!(&payload[at..at + block.len()], block, "{style:?}");
@@ -1093,7 +1114,10 @@ mod tests {
         let p = payloads(&mut out, 1);
         let param = &p[1];
         assert_eq!(&param[head(&parameter_definition())..][..1], &[0x00]);
-        assert!(p[2].windows(7).any(|w| w == [0x06, 0x01, 0x04, b'j', b's', b'o', b'n']));
+        assert!(
+            p[2].windows(7)
+                .any(|w| w == [0x06, 0x01, 0x04, b'j', b's', b'o', b'n'])
+        );
     }
 
     #[test]

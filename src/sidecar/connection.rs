@@ -433,13 +433,7 @@ impl Connection {
             (Some(e), _) => response::err(out, &from_rpc_message(&e.message)),
             (None, result) => {
                 let fields = result.map(|r| r.fields).unwrap_or_default();
-                response::field_list(
-                    out,
-                    self.caps,
-                    self.style,
-                    &fields,
-                    self.session.status(),
-                );
+                response::field_list(out, self.caps, self.style, &fields, self.session.status());
             }
         }
         Next::Continue
@@ -566,8 +560,8 @@ impl Connection {
         out: &mut Packets,
     ) -> Next {
         let was_in_transaction = self.session.in_transaction;
-        let mut writer = ResultWriter::new(self.caps, format, self.session.status())
-            .with_style(self.style);
+        let mut writer =
+            ResultWriter::new(self.caps, format, self.session.status()).with_style(self.style);
         let stream = self
             .shared
             .client

@@ -223,7 +223,13 @@ mod tests {
     fn fetches_in_chunks_then_reports_the_last_row() {
         let caps = caps(false);
         let mut out = Packets::default();
-        let mut cursor = Cursor::open(caps, ColumnStyle::Mysql, vec![field("n")], StatusFlags::empty(), &mut out);
+        let mut cursor = Cursor::open(
+            caps,
+            ColumnStyle::Mysql,
+            vec![field("n")],
+            StatusFlags::empty(),
+            &mut out,
+        );
         packets(&mut out);
         cursor.push(&rows(0, 3)).unwrap();
         assert_eq!(cursor.buffered(), 3);
@@ -259,7 +265,13 @@ mod tests {
     fn exactly_n_rows_take_an_empty_last_fetch_as_in_mysql() {
         let caps = caps(true);
         let mut out = Packets::default();
-        let mut cursor = Cursor::open(caps, ColumnStyle::Mysql, vec![field("n")], StatusFlags::empty(), &mut out);
+        let mut cursor = Cursor::open(
+            caps,
+            ColumnStyle::Mysql,
+            vec![field("n")],
+            StatusFlags::empty(),
+            &mut out,
+        );
         cursor.push(&rows(0, 2)).unwrap();
         let mut remaining = 2;
         cursor.write_rows(&mut remaining, &mut out).unwrap();
@@ -277,7 +289,13 @@ mod tests {
     #[test]
     fn a_second_result_set_is_refused() {
         let mut out = Packets::default();
-        let mut cursor = Cursor::open(caps(true), ColumnStyle::Mysql, vec![field("n")], StatusFlags::empty(), &mut out);
+        let mut cursor = Cursor::open(
+            caps(true),
+            ColumnStyle::Mysql,
+            vec![field("n")],
+            StatusFlags::empty(),
+            &mut out,
+        );
         let second = pb::QueryResult {
             fields: vec![field("m")],
             ..Default::default()

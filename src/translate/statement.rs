@@ -24,7 +24,9 @@ pub fn may_change_schema(sql: &str) -> bool {
     let Some(keyword) = leading_keyword(sql) else {
         return true;
     };
-    let schema = ["CREATE", "ALTER", "DROP", "RENAME", "TRUNCATE", "CALL", "EXECUTE"];
+    let schema = [
+        "CREATE", "ALTER", "DROP", "RENAME", "TRUNCATE", "CALL", "EXECUTE",
+    ];
     schema.iter().any(|k| keyword.eq_ignore_ascii_case(k)) || inner_semicolon(sql).is_some()
 }
 
@@ -144,7 +146,12 @@ mod tests {
         ] {
             assert!(may_change_schema(sql), "{sql}");
         }
-        for sql in ["SELECT j FROM t", "SET autocommit = 0", "INSERT INTO t VALUES (1)", "BEGIN"] {
+        for sql in [
+            "SELECT j FROM t",
+            "SET autocommit = 0",
+            "INSERT INTO t VALUES (1)",
+            "BEGIN",
+        ] {
             assert!(!may_change_schema(sql), "{sql}");
         }
     }
