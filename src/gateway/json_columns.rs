@@ -24,12 +24,15 @@ const TTL: Duration = Duration::from_secs(10);
 /// column then stays LONGTEXT rather than holding up the result.
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// (schema, table).
 type Table = (String, String);
+/// A table's JSON columns, and when they were looked up.
+type Entry = (Instant, Arc<HashSet<String>>);
 
 /// The JSON columns of recently seen tables.
 #[derive(Default)]
 pub struct JsonColumns {
-    tables: Mutex<HashMap<Table, (Instant, Arc<HashSet<String>>)>>,
+    tables: Mutex<HashMap<Table, Entry>>,
 }
 
 impl JsonColumns {
