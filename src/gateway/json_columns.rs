@@ -26,6 +26,8 @@ const LOOKUP_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// (schema, table).
 type Table = (String, String);
+/// Past this many tables, expired answers are dropped before adding one.
+const MAX_TABLES: usize = 1024;
 /// A table's JSON columns, and when they were looked up.
 type Entry = (Instant, Arc<HashSet<String>>);
 
@@ -59,10 +61,11 @@ impl JsonColumns {
                 known.insert(table, columns);
             } else if let Some(columns) = lookup(pool, &table).await {
                 let columns = Arc::new(columns);
-                self.tables
-                    .lock()
-                    .expect("not poisoned")
-                    .insert(table.clone(), (Instant::now(), columns.clone()));
+                let mut tables = self.tables.lock().expect("not poisoned");
+                if tables.len() >= MAX_TABLES {
+                    tables.retain(|_, (at, _)| at.elapsed() < TTL);
+                }
+                tables.insert(table.clone(), (Instant::now(), columns.clone()));
                 known.insert(table, columns);
             }
         }
@@ -119,6 +122,13 @@ async fn lookup(pool: &mysql_async::Pool, (schema, table): &Table) -> Option<Has
                 .map(|(column, _)| column)
                 .collect(),
         ),
+        // A server without MariaDB's CHECK_CONSTRAINTS columns (MySQL,
+        // whose JSON has a wire type of its own) answers with an error:
+        // remembered as "no JSON columns" so it is not asked every time.
+        Ok(Err(mysql_async::Error::Server(e))) => {
+            debug!(error = %e, "JSON column lookup refused");
+            Some(HashSet::new())
+        }
         Ok(Err(e)) => {
             debug!(error = %e, "JSON column lookup failed");
             None
