@@ -316,7 +316,21 @@ async fn start_sidecar(servers: &Servers, socket: &Path) -> Sidecar {
     config.upstream.ca = Some(stack.cert.clone());
     config.upstream.username = common::USER.into();
     config.upstream.password = secret(common::PASSWORD);
-    Sidecar::start(config).await.expect("sidecar starts")
+    let sidecar = Sidecar::start(config).await.expect("sidecar starts");
+    // The first client must see what it sees directly: MariaDB's version,
+    // which decides features and how JSON columns are described; the
+    // sidecar learns it from the gateway shortly after start.
+    for _ in 0..500 {
+        if sidecar.server_version().contains("MariaDB") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(
+        sidecar.server_version().contains("MariaDB"),
+        "the sidecar learns the backend's version"
+    );
+    sidecar
 }
 
 /// A client's `setup`, which installs what it needs (fast when done).

@@ -54,6 +54,19 @@ impl Chain {
         config.upstream.password = secret(common::PASSWORD);
         tweak(&mut config);
         let sidecar = Sidecar::start(config).await.expect("sidecar starts");
+        // Clients compare with a direct MariaDB connection, so they must
+        // see the MariaDB version (and its column style), learned shortly
+        // after start.
+        for _ in 0..500 {
+            if sidecar.server_version().contains("MariaDB") {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(
+            sidecar.server_version().contains("MariaDB"),
+            "version learned"
+        );
         Self {
             stack,
             sidecar,

@@ -14,6 +14,7 @@ use crate::translate::rows::pack_row;
 use crate::translate::types::{blob_subtype_name, vitess_type};
 
 use super::config::BackendConfig;
+use super::json_columns::JsonColumns;
 
 /// How a backend call failed.
 #[derive(Debug)]
@@ -166,9 +167,26 @@ pub struct Outcome {
     pub rows_read: u64,
 }
 
+/// Where JSON columns are looked up: the cache, and the pool that
+/// answers a miss (never the session's own connection).
+#[derive(Clone, Copy)]
+pub struct JsonLookup<'a> {
+    pub columns: &'a JsonColumns,
+    pub pool: &'a mysql_async::Pool,
+}
+
+impl JsonLookup<'_> {
+    async fn fields(&self, columns: &[Column]) -> Vec<pb::Field> {
+        let mut fields: Vec<pb::Field> = columns.iter().map(field).collect();
+        self.columns.mark(self.pool, &mut fields).await;
+        fields
+    }
+}
+
 /// Runs `sql` (text protocol) and feeds every result set to `sink`.
 pub async fn run<S: ResultSink>(
     conn: &mut Conn,
+    json: JsonLookup<'_>,
     sql: &str,
     sink: &mut S,
 ) -> Result<Outcome, BackendError> {
@@ -190,7 +208,7 @@ pub async fn run<S: ResultSink>(
             summary.ended_rows = true;
             outcome.had_rows = true;
             if flow == Flow::Continue {
-                flow = sink.fields(columns.iter().map(field).collect()).await;
+                flow = sink.fields(json.fields(&columns).await).await;
             }
         }
         while let Some(row) = result.next().await? {
@@ -258,9 +276,13 @@ pub async fn select_database(conn: &mut Conn, database: &str) -> Result<(), Back
 }
 
 /// Columns and parameter count of a statement, without running it.
-pub async fn prepare(conn: &mut Conn, sql: &str) -> Result<(Vec<pb::Field>, u32), BackendError> {
+pub async fn prepare(
+    conn: &mut Conn,
+    json: JsonLookup<'_>,
+    sql: &str,
+) -> Result<(Vec<pb::Field>, u32), BackendError> {
     let stmt = conn.prep(sql).await?;
-    let fields = stmt.columns().iter().map(field).collect();
+    let fields = json.fields(&stmt.columns()).await;
     let params = u32::from(stmt.num_params());
     conn.close(stmt).await?;
     Ok((fields, params))

@@ -8,6 +8,7 @@ mod auth;
 mod backend;
 mod config;
 mod health;
+mod json_columns;
 mod rpc;
 mod service;
 mod sessions;
@@ -91,6 +92,7 @@ impl Gateway {
                 sessions: sessions.clone(),
                 limits: config.limits.clone(),
                 connect_timeout: config.backend.connect_timeout,
+                json_columns: Default::default(),
             },
             in_flight: Arc::default(),
         });

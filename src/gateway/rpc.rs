@@ -13,8 +13,9 @@ use crate::translate::rows::row_size;
 use crate::translate::{bind, statement};
 
 use super::auth::Account;
-use super::backend::{self, BackendError, Flow, Outcome, ResultSink, Summary};
+use super::backend::{self, BackendError, Flow, JsonLookup, Outcome, ResultSink, Summary};
 use super::config::Limits;
+use super::json_columns::JsonColumns;
 use super::sessions::{Lease, Refusal, Sessions};
 use super::stream::StreamSink;
 
@@ -23,6 +24,8 @@ pub struct Rpc {
     pub sessions: Arc<Sessions>,
     pub limits: Limits,
     pub connect_timeout: Duration,
+    /// Which LONGTEXT columns are MariaDB JSON, per table.
+    pub json_columns: JsonColumns,
 }
 
 /// What one statement produced, besides what went to the sink.
@@ -151,7 +154,7 @@ impl Rpc {
         let mut response = pb::PrepareResponse::default();
         match self.connection(&account, &mut lease).await {
             Err(e) => response.error = Some(to_rpc_error(&e)),
-            Ok(conn) => match backend::prepare(conn, &request.query).await {
+            Ok(conn) => match backend::prepare(conn, self.json(&account), &request.query).await {
                 Ok((fields, params)) => {
                     response.fields = fields;
                     response.params_count = params;
@@ -166,6 +169,13 @@ impl Rpc {
         }
         response.session = Some(self.finish(lease));
         Ok(response)
+    }
+
+    fn json<'a>(&'a self, account: &'a Account) -> JsonLookup<'a> {
+        JsonLookup {
+            columns: &self.json_columns,
+            pool: &account.pool,
+        }
     }
 
     fn lease(&self, account: &Account, cookie: Option<&pb::Session>) -> Result<Lease, ApiError> {
@@ -229,7 +239,7 @@ impl Rpc {
         let conn_id = conn.id();
         let gone = sink.gone();
         let result = {
-            let running = backend::run(conn, &sql, sink);
+            let running = backend::run(conn, self.json(account), &sql, sink);
             tokio::pin!(running);
             let why = tokio::select! {
                 r = &mut running => Ok(r),
@@ -260,6 +270,10 @@ impl Rpc {
                 }
             }
         };
+        // DDL may turn a column into JSON or back.
+        if statement::may_change_schema(&sql) {
+            self.json_columns.clear();
+        }
         let state = &mut *lease.state;
         match result {
             Ok(outcome) => {

@@ -45,7 +45,8 @@ use subtle::ConstantTimeEq;
 
 use super::packet::{Packet, Packets};
 use super::response;
-use super::{CapabilityFlags, StatusFlags, server_capabilities};
+use super::response::ColumnStyle;
+use super::{CapabilityFlags, MariadbCapabilities, StatusFlags, server_capabilities};
 use crate::translate::errors::MysqlError;
 
 /// The only handshake protocol version clients still speak.
@@ -372,6 +373,11 @@ pub struct Authenticated {
     /// The client's capabilities intersected with ours: what the session
     /// may use (`CLIENT_DEPRECATE_EOF`, `CLIENT_MULTI_STATEMENTS`, …).
     pub capabilities: CapabilityFlags,
+    /// The same for MariaDB's extended capabilities (empty unless we
+    /// present ourselves as MariaDB).
+    pub mariadb_capabilities: MariadbCapabilities,
+    /// How this session's column definitions describe JSON columns.
+    pub column_style: ColumnStyle,
     /// The connection's collation id.
     pub charset: u16,
     /// The client's max packet size.
@@ -480,6 +486,7 @@ struct Session {
     user_is_utf8: bool,
     database: Option<String>,
     capabilities: CapabilityFlags,
+    mariadb_capabilities: MariadbCapabilities,
     charset: u16,
     max_packet: u32,
     attrs: Vec<(String, String)>,
@@ -541,12 +548,35 @@ impl Handshake {
         if self.config.tls_available {
             caps |= CapabilityFlags::CLIENT_SSL;
         }
+        if self.presents_mariadb() {
+            // MariaDB clears CLIENT_MYSQL (CLIENT_LONG_PASSWORD's bit): it
+            // tells clients that the greeting's last 4 reserved bytes hold
+            // MariaDB's extended capabilities.
+            caps -= CapabilityFlags::CLIENT_LONG_PASSWORD;
+        }
         caps
+    }
+
+    /// The MariaDB extended capabilities the greeting offers: only the
+    /// extended column metadata (`format=json`), which clients need to
+    /// tell a JSON column from a LONGTEXT. Bulk operations and metadata
+    /// caching are not implemented, so not offered.
+    pub fn mariadb_capabilities(&self) -> MariadbCapabilities {
+        if self.presents_mariadb() {
+            MariadbCapabilities::MARIADB_CLIENT_EXTENDED_METADATA
+        } else {
+            MariadbCapabilities::empty()
+        }
+    }
+
+    fn presents_mariadb(&self) -> bool {
+        self.config.server_version.contains("MariaDB")
     }
 
     /// Writes the Initial Handshake v10 packet (sequence id 0).
     pub fn greeting(&mut self, out: &mut Packets) {
         let caps = self.capabilities().bits();
+        let mariadb_caps = self.mariadb_capabilities().bits();
         let plugin = self.config.default_plugin.name();
         out.seq = 0;
         out.push(|b| {
@@ -561,7 +591,8 @@ impl Handshake {
             b.put_u16_le((caps >> 16) as u16);
             // Length of the whole scramble including its terminating NUL.
             b.put_u8(NONCE_LEN as u8 + 1);
-            b.put_bytes(0, 10);
+            b.put_bytes(0, 6);
+            b.put_u32_le(mariadb_caps);
             b.put_slice(&self.nonce[8..]);
             b.put_u8(0);
             put_nul_str(b, plugin.as_bytes());
@@ -664,6 +695,7 @@ impl Handshake {
             user_is_utf8,
             database: non_empty(hello.database),
             capabilities: hello.capabilities & self.capabilities(),
+            mariadb_capabilities: hello.mariadb_capabilities & self.mariadb_capabilities(),
             charset: u16::from(hello.charset),
             max_packet: hello.max_packet,
             attrs: hello.attrs.unwrap_or_default(),
@@ -919,6 +951,8 @@ impl Handshake {
             user: s.user.clone(),
             database: s.database.clone(),
             capabilities: s.capabilities,
+            mariadb_capabilities: s.mariadb_capabilities,
+            column_style: ColumnStyle::new(&self.config.server_version, s.mariadb_capabilities),
             charset: s.charset,
             max_packet: s.max_packet,
             attrs: s.attrs.clone(),
@@ -1125,6 +1159,8 @@ enum ClientHello<'a> {
 /// HandshakeResponse41 as sent (parsed by the client's own flags).
 struct HandshakeResponse<'a> {
     capabilities: CapabilityFlags,
+    /// Read only when the client cleared CLIENT_MYSQL, as MariaDB does.
+    mariadb_capabilities: MariadbCapabilities,
     max_packet: u32,
     charset: u8,
     user: &'a [u8],
@@ -1145,7 +1181,15 @@ fn parse_client_hello(payload: &[u8]) -> Result<ClientHello<'_>, AuthFailure> {
     }
     let max_packet = r.u32().ok_or(BAD)?;
     let charset = r.u8().ok_or(BAD)?;
-    r.take(23).ok_or(BAD)?;
+    let filler = r.take(23).ok_or(BAD)?;
+    // The last 4 reserved bytes are MariaDB's extended capabilities when
+    // the client cleared CLIENT_MYSQL (CLIENT_LONG_PASSWORD's bit).
+    let mariadb_caps = if caps.contains(CapabilityFlags::CLIENT_LONG_PASSWORD) {
+        MariadbCapabilities::empty()
+    } else {
+        let raw = u32::from_le_bytes(filler[19..].try_into().expect("4 bytes"));
+        MariadbCapabilities::from_bits_truncate(raw)
+    };
     if payload.len() == SSL_REQUEST_LEN && caps.contains(CapabilityFlags::CLIENT_SSL) {
         return Ok(ClientHello::SslRequest);
     }
@@ -1171,6 +1215,7 @@ fn parse_client_hello(payload: &[u8]) -> Result<ClientHello<'_>, AuthFailure> {
     };
     Ok(ClientHello::Response(HandshakeResponse {
         capabilities: caps,
+        mariadb_capabilities: mariadb_caps,
         max_packet,
         charset,
         user,
@@ -1577,6 +1622,64 @@ mod tests {
         );
         let (_, ps) = feed(&mut hs, 1, &payload);
         assert_eq!(&ps[0].payload[..], &[1u8, 4][..]);
+    }
+
+    /// As MariaDB: CLIENT_MYSQL cleared and extended metadata offered in
+    /// the greeting's last reserved bytes; taken only from a client that
+    /// cleared CLIENT_MYSQL too, and only for a MariaDB version.
+    #[test]
+    fn mariadb_extended_metadata_is_negotiated() {
+        use crate::mysql::MariadbCapabilities as Ext;
+        let login = |version: &str, client_caps: CapabilityFlags, ext: Ext| {
+            let mut cfg = (*config(Some(USERS), Plugin::MysqlNativePassword, false)).clone();
+            cfg.server_version = version.into();
+            let mut hs = Handshake::new(Arc::new(cfg), 1, false);
+            let (g, nonce) = greet(&mut hs);
+            let payload = ser(&HandshakeResponse::new(
+                Some(scramble_native(&nonce, b"s3cret").unwrap().to_vec()),
+                (10, 11, 0),
+                Some(b"app".to_vec()),
+                None::<Vec<u8>>,
+                Some(AuthPlugin::MysqlNativePassword),
+                client_caps,
+                None,
+                16 << 20,
+            )
+            .with_mariadb_ext_capabilities(ext));
+            (g, done(feed(&mut hs, 1, &payload).0))
+        };
+        let mariadb = "5.5.5-10.11.19-MariaDB";
+        let mariadb_client = client_caps() - CapabilityFlags::CLIENT_LONG_PASSWORD;
+        let all = Ext::MARIADB_CLIENT_EXTENDED_METADATA | Ext::MARIADB_CLIENT_STMT_BULK_OPERATIONS;
+
+        let (g, a) = login(mariadb, mariadb_client, all);
+        assert!(
+            !g.capabilities()
+                .contains(CapabilityFlags::CLIENT_LONG_PASSWORD)
+        );
+        assert_eq!(
+            g.mariadb_ext_capabilities(),
+            Ext::MARIADB_CLIENT_EXTENDED_METADATA
+        );
+        assert_eq!(
+            a.mariadb_capabilities,
+            Ext::MARIADB_CLIENT_EXTENDED_METADATA
+        );
+        assert_eq!(a.column_style, ColumnStyle::MariadbExtended);
+
+        // A client that kept CLIENT_MYSQL: those bytes are filler.
+        let (_, a) = login(mariadb, client_caps(), all);
+        assert_eq!(a.mariadb_capabilities, Ext::empty());
+        assert_eq!(a.column_style, ColumnStyle::Mariadb);
+
+        let (g, a) = login("8.0.36-myquic", mariadb_client, all);
+        assert!(
+            g.capabilities()
+                .contains(CapabilityFlags::CLIENT_LONG_PASSWORD)
+        );
+        assert_eq!(g.mariadb_ext_capabilities(), Ext::empty());
+        assert_eq!(a.mariadb_capabilities, Ext::empty());
+        assert_eq!(a.column_style, ColumnStyle::Mysql);
     }
 
     /// Connector/J against a "5.5.5-…" (MariaDB) version: auth data

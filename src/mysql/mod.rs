@@ -14,7 +14,8 @@ pub mod response;
 pub mod temporal;
 
 pub use mysql_common::constants::{
-    CapabilityFlags, ColumnFlags, ColumnType, Command as CommandCode, StatusFlags,
+    CapabilityFlags, ColumnFlags, ColumnType, Command as CommandCode, MariadbCapabilities,
+    StatusFlags,
 };
 
 /// What the sidecar offers in its handshake; a session uses the

@@ -16,7 +16,7 @@ use mysql_common::io::BufMutExt;
 
 use super::packet::Packets;
 use super::temporal::{DateTime, Time};
-use super::{CapabilityFlags, ColumnFlags, ColumnType, StatusFlags};
+use super::{CapabilityFlags, ColumnFlags, ColumnType, MariadbCapabilities, StatusFlags};
 use crate::api::pb;
 use crate::translate::errors::MysqlError;
 use crate::translate::types::{BINARY_CHARSET, mysql_field_type};
@@ -142,23 +142,76 @@ pub fn result_set_header(out: &mut Packets, column_count: u64) {
     out.push(|b| b.put_lenenc_int(column_count));
 }
 
-/// A column definition (protocol 4.1) rebuilt from every attribute the
-/// gateway kept, so the client receives what MariaDB sent the gateway.
-pub fn column_definition(out: &mut Packets, field: &pb::Field) {
-    out.push(|b| write_column(b, field));
+/// How column definitions describe a JSON column, which depends on the
+/// server the sidecar presents itself as and on what the client accepted.
+///
+/// MySQL has a JSON wire type (245). MariaDB's JSON is a LONGTEXT (BLOB
+/// 252) that only its extended column metadata marks as `format=json`,
+/// sent to clients that accepted `MARIADB_CLIENT_EXTENDED_METADATA`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ColumnStyle {
+    /// A MySQL server: JSON is type 245.
+    #[default]
+    Mysql,
+    /// A MariaDB server, to a client without extended metadata.
+    Mariadb,
+    /// A MariaDB server, to a client with extended metadata: every column
+    /// definition carries the extended metadata field (empty for most).
+    MariadbExtended,
 }
 
-fn write_column(b: &mut BytesMut, field: &pb::Field) {
+impl ColumnStyle {
+    /// The style for a server of version `server_version` and a session
+    /// whose negotiated MariaDB capabilities are `mariadb_caps`.
+    pub fn new(server_version: &str, mariadb_caps: MariadbCapabilities) -> Self {
+        if !server_version.contains("MariaDB") {
+            Self::Mysql
+        } else if mariadb_caps.contains(MariadbCapabilities::MARIADB_CLIENT_EXTENDED_METADATA) {
+            Self::MariadbExtended
+        } else {
+            Self::Mariadb
+        }
+    }
+}
+
+/// Extended metadata entry kinds (MariaDB `enum_column_metadata`).
+const METADATA_FORMAT_NAME: u8 = 1;
+
+/// A column definition (protocol 4.1) rebuilt from every attribute the
+/// gateway kept, so the client receives what MariaDB sent the gateway.
+pub fn column_definition(out: &mut Packets, style: ColumnStyle, field: &pb::Field) {
+    out.push(|b| write_column(b, style, field));
+}
+
+fn write_column(b: &mut BytesMut, style: ColumnStyle, field: &pb::Field) {
+    let json = field.r#type == pb::Type::Json as i32;
     b.put_lenenc_str(b"def");
     b.put_lenenc_str(field.database.as_bytes());
     b.put_lenenc_str(field.table.as_bytes());
     b.put_lenenc_str(field.org_table.as_bytes());
     b.put_lenenc_str(field.name.as_bytes());
     b.put_lenenc_str(field.org_name.as_bytes());
+    if style == ColumnStyle::MariadbExtended {
+        // A length-encoded block of [kind][lenenc value] entries, placed
+        // between org_name and the fixed fields.
+        if json {
+            const FORMAT: &[u8] = b"json";
+            b.put_lenenc_int(2 + FORMAT.len() as u64);
+            b.put_u8(METADATA_FORMAT_NAME);
+            b.put_lenenc_str(FORMAT);
+        } else {
+            b.put_lenenc_int(0);
+        }
+    }
     b.put_lenenc_int(FIXED_FIELDS_LEN);
     b.put_u16_le(saturate_u16(field.charset));
     b.put_u32_le(field.column_length);
-    b.put_u8(column_type(field) as u8);
+    let ty = if json && style != ColumnStyle::Mysql {
+        ColumnType::MYSQL_TYPE_BLOB
+    } else {
+        column_type(field)
+    };
+    b.put_u8(ty as u8);
     b.put_u16_le(saturate_u16(field.flags));
     b.put_u8(u8::try_from(field.decimals).unwrap_or(u8::MAX));
     b.put_u16_le(0);
@@ -359,9 +412,11 @@ fn unconvertible(field: &pb::Field, ty: ColumnType, text: &[u8]) -> MysqlError {
 ///
 /// `status` goes into those EOFs: clients take the server status from
 /// them, so it must be the session's real one (e.g. IN_TRANS).
+#[allow(clippy::too_many_arguments)]
 pub fn prepare_ok(
     out: &mut Packets,
     caps: CapabilityFlags,
+    style: ColumnStyle,
     stmt_id: u32,
     params: u16,
     columns: &[pb::Field],
@@ -380,13 +435,13 @@ pub fn prepare_ok(
     if params > 0 {
         let param = parameter_definition();
         for _ in 0..params {
-            column_definition(out, &param);
+            column_definition(out, style, &param);
         }
         metadata_eof(out, caps, status);
     }
     if !columns.is_empty() {
         for column in &columns[..usize::from(column_count)] {
-            column_definition(out, column);
+            column_definition(out, style, column);
         }
         metadata_eof(out, caps, status);
     }
@@ -411,12 +466,13 @@ fn parameter_definition() -> pb::Field {
 pub fn field_list(
     out: &mut Packets,
     caps: CapabilityFlags,
+    style: ColumnStyle,
     fields: &[pb::Field],
     status: StatusFlags,
 ) {
     for field in fields {
         out.push(|b| {
-            write_column(b, field);
+            write_column(b, style, field);
             b.put_u8(NULL_CELL);
         });
     }
@@ -639,7 +695,7 @@ mod tests {
             f.column_length = len;
             f.decimals = decimals;
             f.column_type = crate::translate::types::blob_subtype_name(ty, flags).into();
-            column_definition(&mut out, &f);
+            column_definition(&mut out, ColumnStyle::Mysql, &f);
             fields.push(f);
         }
         for ((payload, &(ty, flags, charset, len, decimals)), f) in
@@ -937,7 +993,16 @@ mod tests {
         for caps in [caps(), classic_caps()] {
             let classic = !caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
             let mut out = Packets::reply_to(0);
-            prepare_ok(&mut out, caps, 7, 2, &columns, 3, status);
+            prepare_ok(
+                &mut out,
+                caps,
+                ColumnStyle::Mysql,
+                7,
+                2,
+                &columns,
+                3,
+                status,
+            );
             let p = payloads(&mut out, 1);
             assert_eq!(p.len(), if classic { 7 } else { 5 });
             assert_eq!(&p[0][..], &[0, 7, 0, 0, 0, 2, 0, 2, 0, 0, 3, 0][..]);
@@ -963,8 +1028,96 @@ mod tests {
             assert_eq!(parse_column(&cols[1]).name_str(), "b");
         }
         let mut out = Packets::reply_to(0);
-        prepare_ok(&mut out, classic_caps(), 1, 0, &[], 0, status);
+        prepare_ok(
+            &mut out,
+            classic_caps(),
+            ColumnStyle::Mysql,
+            1,
+            0,
+            &[],
+            0,
+            status,
+        );
         assert_eq!(payloads(&mut out, 1).len(), 1);
+    }
+
+    /// A JSON column as each server shows it: MySQL's JSON type; MariaDB's
+    /// LONGTEXT, with `format=json` in the extended metadata for clients
+    /// that took it (and an empty block for every other column).
+    #[test]
+    fn json_columns_in_each_style() {
+        let mut json = field("j", 252, 16, 224);
+        json.r#type = pb::Type::Json as i32;
+        json.column_length = u32::MAX;
+        let text = field("s", 253, 0, 224);
+        let fields = [json, text];
+        // Where the extended block goes: after org_name.
+        let head = |f: &pb::Field| {
+            let mut b = BytesMut::new();
+            for s in [
+                "def",
+                &f.database,
+                &f.table,
+                &f.org_table,
+                &f.name,
+                &f.org_name,
+            ] {
+                b.put_lenenc_str(s.as_bytes());
+            }
+            b.len()
+        };
+        for style in [
+            ColumnStyle::Mysql,
+            ColumnStyle::Mariadb,
+            ColumnStyle::MariadbExtended,
+        ] {
+            let mut out = Packets::reply_to(0);
+            for f in &fields {
+                column_definition(&mut out, style, f);
+            }
+            let p = payloads(&mut out, 1);
+            for (payload, (f, block)) in p.iter().zip(
+                fields
+                    .iter()
+                    .zip([&[0x06, 0x01, 0x04, b'j', b's', b'o', b'n'][..], &[0x00][..]]),
+            ) {
+                let at = head(f);
+                let standard = if style == ColumnStyle::MariadbExtended {
+                    assert_eq!(&payload[at..at + block.len()], block, "{style:?}");
+                    [&payload[..at], &payload[at + block.len()..]].concat()
+                } else {
+                    payload.to_vec()
+                };
+                let c = parse_column(&standard);
+                assert_eq!(c.name_str(), f.name);
+                assert_eq!(c.column_length(), f.column_length);
+                let expected = match (f.name.as_str(), style) {
+                    ("j", ColumnStyle::Mysql) => ColumnType::MYSQL_TYPE_JSON,
+                    ("j", _) => ColumnType::MYSQL_TYPE_BLOB,
+                    _ => ColumnType::MYSQL_TYPE_VAR_STRING,
+                };
+                assert_eq!(c.column_type(), expected, "{style:?}");
+            }
+        }
+        // COM_STMT_PREPARE's columns and parameters carry the block too.
+        let mut out = Packets::reply_to(0);
+        prepare_ok(
+            &mut out,
+            caps(),
+            ColumnStyle::MariadbExtended,
+            1,
+            1,
+            &fields[..1],
+            0,
+            StatusFlags::empty(),
+        );
+        let p = payloads(&mut out, 1);
+        let param = &p[1];
+        assert_eq!(&param[head(&parameter_definition())..][..1], &[0x00]);
+        assert!(
+            p[2].windows(7)
+                .any(|w| w == [0x06, 0x01, 0x04, b'j', b's', b'o', b'n'])
+        );
     }
 
     #[test]
@@ -974,6 +1127,7 @@ mod tests {
         field_list(
             &mut out,
             classic_caps(),
+            ColumnStyle::Mysql,
             &fields,
             StatusFlags::SERVER_STATUS_AUTOCOMMIT,
         );

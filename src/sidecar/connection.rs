@@ -13,6 +13,7 @@ use crate::client::{CallError, ExecuteStream};
 use crate::mysql::command::{self, Command};
 use crate::mysql::packet::{Packet, Packets};
 use crate::mysql::params::StatementParams;
+use crate::mysql::response::ColumnStyle;
 use crate::mysql::{CapabilityFlags, response};
 use crate::translate::cursor::Cursor;
 use crate::translate::errors::{MysqlError, from_rpc_message};
@@ -78,6 +79,9 @@ pub struct Connection {
     pub registration: Registration,
     pub handshake: Handshake,
     pub caps: CapabilityFlags,
+    /// How column definitions describe JSON (server flavour, and whether
+    /// the client took MariaDB's extended metadata).
+    pub style: ColumnStyle,
     pub session: Session,
     /// An error owed to the client's next command (its default database
     /// could not be selected after the login), which then closes.
@@ -104,6 +108,7 @@ impl Connection {
             handshake,
             multi_statements: caps.contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS),
             caps,
+            style: login.column_style,
             session: Session::new(),
             pending_error: None,
             statements: HashMap::new(),
@@ -365,6 +370,7 @@ impl Connection {
         response::prepare_ok(
             out,
             self.caps,
+            self.style,
             id,
             params,
             &prepared.fields,
@@ -427,7 +433,7 @@ impl Connection {
             (Some(e), _) => response::err(out, &from_rpc_message(&e.message)),
             (None, result) => {
                 let fields = result.map(|r| r.fields).unwrap_or_default();
-                response::field_list(out, self.caps, &fields, self.session.status());
+                response::field_list(out, self.caps, self.style, &fields, self.session.status());
             }
         }
         Next::Continue
@@ -554,7 +560,8 @@ impl Connection {
         out: &mut Packets,
     ) -> Next {
         let was_in_transaction = self.session.in_transaction;
-        let mut writer = ResultWriter::new(self.caps, format, self.session.status());
+        let mut writer =
+            ResultWriter::new(self.caps, format, self.session.status()).with_style(self.style);
         let stream = self
             .shared
             .client
@@ -607,6 +614,7 @@ impl Connection {
                         let mut open = OpenCursor {
                             cursor: Cursor::open(
                                 self.caps,
+                                self.style,
                                 result.fields.clone(),
                                 self.session.status(),
                                 out,

@@ -172,6 +172,19 @@ impl Sidecar {
         self.shared.upstream_targets.load(Ordering::Relaxed)
     }
 
+    /// The version new connections' greetings carry: the backend's once
+    /// learned (`server_version = "auto"`), which also decides how JSON
+    /// columns are described (MySQL's JSON type, or MariaDB's LONGTEXT
+    /// with `format=json`).
+    pub fn server_version(&self) -> String {
+        self.shared
+            .auth
+            .read()
+            .expect("not poisoned")
+            .server_version
+            .clone()
+    }
+
     /// Open client connections.
     pub fn connections(&self) -> usize {
         self.shared.registry.len()

@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 
 use crate::api::pb;
 use crate::mysql::packet::Packets;
-use crate::mysql::response;
+use crate::mysql::response::{self, ColumnStyle};
 use crate::mysql::{CapabilityFlags, StatusFlags};
 use crate::translate::errors::MysqlError;
 
@@ -39,13 +39,14 @@ impl Cursor {
     /// terminator with `SERVER_STATUS_CURSOR_EXISTS` and no rows.
     pub fn open(
         caps: CapabilityFlags,
+        style: ColumnStyle,
         fields: Vec<pb::Field>,
         status: StatusFlags,
         out: &mut Packets,
     ) -> Self {
         response::result_set_header(out, fields.len() as u64);
         for field in &fields {
-            response::column_definition(out, field);
+            response::column_definition(out, style, field);
         }
         let status = status - StatusFlags::SERVER_MORE_RESULTS_EXISTS;
         response::end_of_rows(
@@ -203,6 +204,7 @@ mod tests {
             let mut out = Packets::default();
             Cursor::open(
                 caps(deprecate_eof),
+                ColumnStyle::Mysql,
                 vec![field("a"), field("b")],
                 StatusFlags::SERVER_STATUS_AUTOCOMMIT,
                 &mut out,
@@ -221,7 +223,13 @@ mod tests {
     fn fetches_in_chunks_then_reports_the_last_row() {
         let caps = caps(false);
         let mut out = Packets::default();
-        let mut cursor = Cursor::open(caps, vec![field("n")], StatusFlags::empty(), &mut out);
+        let mut cursor = Cursor::open(
+            caps,
+            ColumnStyle::Mysql,
+            vec![field("n")],
+            StatusFlags::empty(),
+            &mut out,
+        );
         packets(&mut out);
         cursor.push(&rows(0, 3)).unwrap();
         assert_eq!(cursor.buffered(), 3);
@@ -257,7 +265,13 @@ mod tests {
     fn exactly_n_rows_take_an_empty_last_fetch_as_in_mysql() {
         let caps = caps(true);
         let mut out = Packets::default();
-        let mut cursor = Cursor::open(caps, vec![field("n")], StatusFlags::empty(), &mut out);
+        let mut cursor = Cursor::open(
+            caps,
+            ColumnStyle::Mysql,
+            vec![field("n")],
+            StatusFlags::empty(),
+            &mut out,
+        );
         cursor.push(&rows(0, 2)).unwrap();
         let mut remaining = 2;
         cursor.write_rows(&mut remaining, &mut out).unwrap();
@@ -275,7 +289,13 @@ mod tests {
     #[test]
     fn a_second_result_set_is_refused() {
         let mut out = Packets::default();
-        let mut cursor = Cursor::open(caps(true), vec![field("n")], StatusFlags::empty(), &mut out);
+        let mut cursor = Cursor::open(
+            caps(true),
+            ColumnStyle::Mysql,
+            vec![field("n")],
+            StatusFlags::empty(),
+            &mut out,
+        );
         let second = pb::QueryResult {
             fields: vec![field("m")],
             ..Default::default()

@@ -17,7 +17,7 @@
 
 use crate::api::pb;
 use crate::mysql::packet::Packets;
-use crate::mysql::response::{self, binary_row, text_row};
+use crate::mysql::response::{self, ColumnStyle, binary_row, text_row};
 use crate::mysql::{CapabilityFlags, StatusFlags};
 use crate::translate::errors::MysqlError;
 
@@ -60,6 +60,7 @@ enum State {
 pub struct ResultWriter {
     caps: CapabilityFlags,
     format: RowFormat,
+    style: ColumnStyle,
     /// Status for terminators before the last one.
     status: StatusFlags,
     state: State,
@@ -72,9 +73,16 @@ impl ResultWriter {
         Self {
             caps,
             format,
+            style: ColumnStyle::default(),
             status: status - StatusFlags::SERVER_MORE_RESULTS_EXISTS,
             state: State::Empty,
         }
+    }
+
+    /// How column definitions describe JSON (MySQL's by default).
+    pub fn with_style(mut self, style: ColumnStyle) -> Self {
+        self.style = style;
+        self
     }
 
     /// One streamed message's result, in order.
@@ -147,7 +155,7 @@ impl ResultWriter {
         self.flush_previous(out);
         response::result_set_header(out, fields.len() as u64);
         for field in fields {
-            response::column_definition(out, field);
+            response::column_definition(out, self.style, field);
         }
         if !self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF) {
             response::eof(out, self.caps, self.status, 0);

@@ -18,6 +18,18 @@ pub fn keeps_transaction_state(sql: &str) -> bool {
     plain.iter().any(|k| keyword.eq_ignore_ascii_case(k)) && inner_semicolon(sql).is_none()
 }
 
+/// True if `sql` may change a table's columns: DDL, and what cannot be
+/// told apart cheaply (routines, multi-statements, executable comments).
+pub fn may_change_schema(sql: &str) -> bool {
+    let Some(keyword) = leading_keyword(sql) else {
+        return true;
+    };
+    let schema = [
+        "CREATE", "ALTER", "DROP", "RENAME", "TRUNCATE", "CALL", "EXECUTE",
+    ];
+    schema.iter().any(|k| keyword.eq_ignore_ascii_case(k)) || inner_semicolon(sql).is_some()
+}
+
 /// The first word of the statement, after whitespace, comments and
 /// opening parentheses; `None` for executable comments (`/*! … */`).
 pub fn leading_keyword(sql: &str) -> Option<&str> {
@@ -121,6 +133,28 @@ pub fn set_names(collation_id: u16) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn schema_changes() {
+        for sql in [
+            "ALTER TABLE t MODIFY j JSON",
+            " create table t (j json)",
+            "DROP TABLE t",
+            "/*!50001 CREATE */",
+            "SELECT 1; ALTER TABLE t ADD x INT",
+            "CALL p()",
+        ] {
+            assert!(may_change_schema(sql), "{sql}");
+        }
+        for sql in [
+            "SELECT j FROM t",
+            "SET autocommit = 0",
+            "INSERT INTO t VALUES (1)",
+            "BEGIN",
+        ] {
+            assert!(!may_change_schema(sql), "{sql}");
+        }
+    }
 
     #[test]
     fn set_names_for_handshake_collations() {

@@ -47,10 +47,6 @@ def answer(script, *extra, **kw):
         mariadb("\n".join(drops) + "\n")
         script = "\n".join(line for line in lines if line not in drops)
     code, out, err = mariadb(script, *extra, **kw)
-    # KNOWN GAP: MariaDB's extended column metadata (a JSON column's
-    # "format=json") does not cross the gateway, whose driver never asks
-    # for it; the sidecar shows such a column as the LONGTEXT it is.
-    out = out.replace("BLOB (format=json)", "BLOB")
     return {"exit": code, "stdout": out.splitlines(), "stderr": err.splitlines()}
 
 
