@@ -192,7 +192,6 @@ fn orchestrate(args: Args, argv: &[String]) -> anyhow::Result<()> {
         smoke: settings.smoke,
         budget_secs: settings.budget.as_secs_f64(),
         min_ops: settings.min_ops,
-        tcp_pinned: table::stack::tcp_pinned(),
         large_bytes,
         charts,
     };

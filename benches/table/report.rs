@@ -219,7 +219,6 @@ pub struct Context<'a> {
     pub smoke: bool,
     pub budget_secs: f64,
     pub min_ops: usize,
-    pub tcp_pinned: bool,
     pub large_bytes: u64,
     pub charts: Vec<(String, String)>,
 }
@@ -275,16 +274,12 @@ pub fn render(cx: &Context) -> String {
     let _ = writeln!(s, "### Congestion control\n");
     let _ = writeln!(
         s,
-        "- QUIC (sidecar h3 and gateway): `upstream.congestion = \"bbr\"` on the sidecar; the \
-         gateway's QUIC endpoint uses myquic's default controller, BBR.\n\
-         - TCP, HTTP/2 between sidecar and gateway: {}\n\
+        "- QUIC (sidecar h3 and gateway): `congestion = \"bbr\"` set on both \
+         (`sidecar.upstream.congestion`, `gateway.congestion`).\n\
+         - TCP, HTTP/2 between sidecar and gateway: `tcp_congestion = \"bbr\"` set on both \
+         (`TCP_CONGESTION` on the sidecar's socket and the gateway's listener).\n\
          - TCP, direct client and MariaDB: the host default in each namespace (per-namespace \
-         sysctl is not permitted here, MariaDB has no per-socket setting):",
-        if cx.tcp_pinned {
-            "`tcp_congestion = \"bbr\"` set on both the sidecar and the gateway."
-        } else {
-            "this build of myquic has no TCP congestion setting yet, so the host default below applies to both ends."
-        }
+         sysctl is not permitted here, MariaDB has no per-socket setting):"
     );
     for n in cx.nets {
         let _ = writeln!(

@@ -29,16 +29,6 @@ fn quote(p: &Path) -> String {
     format!("{:?}", p.display().to_string())
 }
 
-/// Whether this build of myquic knows a config key (the TCP congestion
-/// setting arrived on another branch; the harness works with and without).
-fn knows_key(key: &str) -> bool {
-    include_str!("../../config.example.toml").contains(key)
-}
-
-pub fn tcp_pinned() -> bool {
-    knows_key("tcp_congestion")
-}
-
 /// Waits until something in `ns` accepts TCP on 127.0.0.1:`port` (or
 /// `host:port`), or `proc` exits.
 fn wait_listening(ns: &str, host: &str, port: u16, proc: &mut Proc) -> anyhow::Result<()> {
@@ -70,18 +60,19 @@ pub struct Gateway {
 impl Gateway {
     pub fn start(net: &Net, db: &MariaDb, certs: &Certs, dir: &Path) -> anyhow::Result<Self> {
         let ip = net.server_ip();
-        let tcp_cc = if tcp_pinned() {
-            format!("tcp_congestion = \"{CONGESTION}\"\n")
-        } else {
-            String::new()
-        };
         let config = dir.join("gateway.toml");
         std::fs::write(
             &config,
             format!(
                 r#"[gateway]
 listen = "{ip}:{GATEWAY_PORT}"
-{tcp_cc}
+# Both transports pinned, and printed in the report.
+congestion = "{CONGESTION}"
+tcp_congestion = "{CONGESTION}"
+
+[gateway.admin]
+listen = "127.0.0.1:0"
+
 [gateway.tls]
 cert = {cert}
 key = {key}
@@ -152,11 +143,6 @@ impl Client {
         let name = if transport == "http3" { "h3" } else { "h2" };
         let socket = dir.join(format!("sc-{name}.sock"));
         let config = dir.join(format!("sidecar-{name}.toml"));
-        let tcp_cc = if tcp_pinned() {
-            format!("tcp_congestion = \"{CONGESTION}\"\n")
-        } else {
-            String::new()
-        };
         std::fs::write(
             &config,
             format!(
@@ -175,7 +161,12 @@ username = "{API_USER}"
 password = {{ value = "{API_PASSWORD}" }}
 transport = "{transport}"
 congestion = "{CONGESTION}"
-{tcp_cc}"#,
+tcp_congestion = "{CONGESTION}"
+
+# Two sidecars share the client namespace: no fixed admin port.
+[sidecar.admin]
+listen = "127.0.0.1:0"
+"#,
                 socket = quote(&socket),
                 url = gateway.url,
                 ca = quote(&certs.ca),
