@@ -222,7 +222,7 @@ fn update_readme(dir: &std::path::Path, cx: &report::Context) -> anyhow::Result<
     let rel = dir.strip_prefix(&root).unwrap_or(dir).display().to_string();
     let m = cx.machine;
     let mut block = format!(
-        "{begin}\nLatest run: **{}** on `{}` ({} × {}, Linux {}; shared with other work). \
+        "{begin}\nLatest run: **{}** on `{}` ({} × {}, Linux {}; every process on the same cores). \
          Full report: [{rel}/report.md]({rel}/report.md).\n",
         m.date, m.host, m.cores, m.cpu, m.kernel
     );

@@ -236,10 +236,10 @@ pub fn render(cx: &Context) -> String {
     let _ = writeln!(
         s,
         "Command: `{}`\n\n\
-         Machine: {} × {} ({} cores visible), {} RAM, Linux {}. **Shared**: other engineers \
-         were compiling and testing on the same 2 cores during the run, and the load generator, \
-         sidecar, gateway and MariaDB all run on this one machine, so absolute figures carry \
-         noise; ratios within one run are the meaningful part.\n\n\
+         Machine: {} × {} ({} cores visible), {} RAM, Linux {}. The load generator, \
+         sidecar, gateway and MariaDB all run on this one machine and share its cores (and the \
+         machine is a shared VM), so absolute figures carry noise; ratios within one run are the \
+         meaningful part.\n\n\
          Versions: myquic {}, {}, {}, mysql_async 0.37 (rustls on ring), quinn 0.11.\n",
         cx.command, m.cores, m.cpu, m.cores, m.memory, m.kernel, m.myquic, m.rustc, m.mariadb
     );
