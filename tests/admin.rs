@@ -33,13 +33,11 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::netns::{Block, NetNs, NsChild};
+use common::netns::{Block, NetNs};
+use common::sidecar_child::{self, Child, LOCAL_PASSWORD, LOCAL_USER};
 use common::{MariaDb, PASSWORD, USER};
 use myquic::admin::wait::get;
 use mysql_async::prelude::Queryable;
-
-const LOCAL_USER: &str = "app";
-const LOCAL_PASSWORD: &str = "local-secret";
 
 /// A TCP port nobody listens on right now.
 fn free_port(ip: std::net::IpAddr) -> u16 {
@@ -48,20 +46,6 @@ fn free_port(ip: std::net::IpAddr) -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-enum Child {
-    Plain(std::process::Child),
-    Ns(NsChild),
-}
-
-impl Child {
-    fn inner(&mut self) -> &mut std::process::Child {
-        match self {
-            Self::Plain(c) => c,
-            Self::Ns(c) => c,
-        }
-    }
 }
 
 /// `myquic sidecar` as a child process with its admin endpoint at
@@ -86,60 +70,17 @@ impl Sidecar {
         extra: &str,
         log_filter: &str,
     ) -> Self {
-        let dir = tempfile::Builder::new().prefix("myq-ad").tempdir().unwrap();
-        let socket = dir.path().join("s");
-        let log = dir.path().join("sidecar.log");
-        let config = dir.path().join("myquic.toml");
         let admin_ip = ns.map_or([127, 0, 0, 1].into(), |ns| ns.ns_addr().into());
         let admin = SocketAddr::new(admin_ip, free_port([127, 0, 0, 1].into()));
-        let quote = |p: &Path| format!("{:?}", p.display().to_string());
-        std::fs::write(
-            &config,
-            format!(
-                r#"[sidecar]
-listen = "127.0.0.1:0"
-socket = {socket}
-[[sidecar.auth.users]]
-username = "{LOCAL_USER}"
-password = {{ value = "{LOCAL_PASSWORD}" }}
-[sidecar.upstream]
-url = "https://{gateway}"
-ca = {ca}
-username = "{USER}"
-password = {{ value = "{PASSWORD}" }}
-probe_interval = "1s"
-connect_timeout = "2s"
-[sidecar.admin]
-listen = "{admin}"
-{extra}
-"#,
-                socket = quote(&socket),
-                ca = quote(ca),
-            ),
-        )
-        .unwrap();
-        let bin = env!("CARGO_BIN_EXE_myquic");
-        let mut cmd = match ns {
-            Some(ns) => ns.command(bin),
-            None => std::process::Command::new(bin),
-        };
-        cmd.arg("--config")
-            .arg(&config)
-            .arg("sidecar")
-            .env("RUST_LOG", log_filter)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap());
-        let child = match ns {
-            Some(ns) => Child::Ns(ns.spawn(&mut cmd)),
-            None => Child::Plain(cmd.spawn().expect("starting the sidecar")),
-        };
+        let extra =
+            format!("connect_timeout = \"2s\"\n[sidecar.admin]\nlisten = \"{admin}\"\n{extra}");
+        let c = sidecar_child::spawn(ns, gateway, ca, &extra, Some(log_filter));
         Self {
-            child,
+            child: c.child,
             admin,
-            socket,
-            log,
-            _dir: dir,
+            socket: c.socket,
+            log: c.log,
+            _dir: c.dir,
         }
     }
 

@@ -38,13 +38,11 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::netns::{Block, NetNs, NsChild};
-use common::{MariaDb, PASSWORD, Stack, USER};
+use common::netns::{Block, NetNs};
+use common::sidecar_child::{self, Child, LOCAL_PASSWORD, LOCAL_USER};
+use common::{MariaDb, Stack};
 use myquic::gateway::Gateway;
 use mysql_async::prelude::Queryable;
-
-const LOCAL_USER: &str = "app";
-const LOCAL_PASSWORD: &str = "local-secret";
 
 /// `fut`, or a panic naming `what` after `limit`.
 async fn bounded<T>(what: &str, limit: Duration, fut: impl Future<Output = T>) -> T {
@@ -58,22 +56,6 @@ fn server_code(e: &mysql_async::Error) -> Option<u16> {
         mysql_async::Error::Server(s) => Some(s.code),
         _ => None,
     }
-}
-
-/// A child process outside any namespace, killed and reaped on drop.
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-enum Child {
-    Plain(Killed),
-    // Dropped (killed) before the namespace it runs in.
-    Ns(NsChild),
 }
 
 /// `myquic --config FILE sidecar` as a child process, with a unix socket
@@ -90,67 +72,23 @@ impl Sidecar {
     /// Starts it (inside `ns` if given) against the gateway at `gateway`,
     /// trusting `ca`, and waits until a client can log in and query.
     async fn start(ns: Option<&NetNs>, gateway: SocketAddr, ca: &Path) -> Self {
-        // Short path: unix socket paths are limited to 108 bytes.
-        let dir = tempfile::Builder::new().prefix("myq-sc").tempdir().unwrap();
-        let socket = dir.path().join("s");
-        let log = dir.path().join("sidecar.log");
-        let config = dir.path().join("myquic.toml");
-        let quote = |p: &Path| format!("{:?}", p.display().to_string());
-        std::fs::write(
-            &config,
-            format!(
-                r#"[sidecar]
-listen = "127.0.0.1:0"
-socket = {socket}
-[[sidecar.auth.users]]
-username = "{LOCAL_USER}"
-password = {{ value = "{LOCAL_PASSWORD}" }}
-[sidecar.upstream]
-url = "https://{gateway}"
-ca = {ca}
-username = "{USER}"
-password = {{ value = "{PASSWORD}" }}
-probe_interval = "1s"
-[sidecar.admin]
-listen = "127.0.0.1:0"
-"#,
-                socket = quote(&socket),
-                ca = quote(ca),
-            ),
-        )
-        .unwrap();
-        let bin = env!("CARGO_BIN_EXE_myquic");
-        let mut cmd = match ns {
-            Some(ns) => ns.command(bin),
-            None => std::process::Command::new(bin),
-        };
-        cmd.arg("--config")
-            .arg(&config)
-            .arg("sidecar")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap());
-        let child = match ns {
-            Some(ns) => Child::Ns(ns.spawn(&mut cmd)),
-            None => Child::Plain(Killed(cmd.spawn().expect("starting the sidecar"))),
-        };
-        let pid = match &child {
-            Child::Plain(c) => c.0.id(),
-            Child::Ns(c) => c.id(),
-        };
+        let c = sidecar_child::spawn(
+            ns,
+            gateway,
+            ca,
+            "[sidecar.admin]\nlisten = \"127.0.0.1:0\"",
+            None,
+        );
         let mut sidecar = Self {
-            child,
-            pid,
-            socket,
-            log,
-            _dir: dir,
+            child: c.child,
+            pid: c.pid,
+            socket: c.socket,
+            log: c.log,
+            _dir: c.dir,
         };
         let start = Instant::now();
         loop {
-            let exited = match &mut sidecar.child {
-                Child::Plain(c) => c.0.try_wait().unwrap(),
-                Child::Ns(c) => c.try_wait().unwrap(),
-            };
+            let exited = sidecar.child.inner().try_wait().unwrap();
             assert!(exited.is_none(), "the sidecar exited: {exited:?}");
             if sidecar.socket.exists()
                 && let Ok(Ok(mut conn)) =

@@ -6,6 +6,7 @@
 
 pub mod mariadb;
 pub mod netns;
+pub mod sidecar_child;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
