@@ -573,6 +573,17 @@ async fn in_flight_call_is_lost_not_retried() {
             cut.elapsed()
         );
         relay.set_udp(true);
+        // The failed call can return before the client's supervisor has
+        // seen the connection close, so `ready()` alone may still find the
+        // old one: wait for the replacement itself.
+        let waited = Instant::now();
+        while client.stats().reconnects == 0 {
+            assert!(
+                waited.elapsed() < Duration::from_secs(10),
+                "{transport:?}: no reconnect"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         client.ready().await.unwrap();
         assert_eq!(client.stats().reconnects, 1, "{transport:?}");
         // The statement finished at the gateway; it ran exactly once.
