@@ -1045,6 +1045,9 @@ async fn a_new_session_starts_in_its_target_database() {
             .execute(first.session.as_ref(), "SELECT DATABASE()")
             .await;
         assert_eq!(scalar(&next).as_deref(), Some("information_schema"));
+        // `USE` moves the target, as in Vitess.
+        let moved = client.execute(next.session.as_ref(), "USE app").await;
+        assert_eq!(target_of(&moved), "app");
 
         let refused = client
             .execute(Some(&target("no_such_db")), "CREATE TABLE t_target (i INT)")

@@ -450,6 +450,44 @@ async fn connection_commands_behave_like_a_server() {
     assert_eq!(one, 1);
 }
 
+/// `COM_RESET_CONNECTION` (which pools send for every connection they
+/// take back) gives a fresh session but keeps the default database and
+/// restores the login's character set, as MariaDB does; a first command
+/// that moves away from the login database is no refusal of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reset_connection_keeps_the_database_as_mariadb_does() {
+    let chain = Chain::start().await;
+    let mut root = Conn::new(chain.stack.db.root_opts()).await.unwrap();
+    root.query_drop("CREATE DATABASE other; GRANT ALL ON other.* TO app@localhost")
+        .await
+        .unwrap();
+    let state = "SELECT DATABASE(), @@character_set_client, @@collation_connection, @x";
+    let mut answers = Vec::new();
+    for mut conn in [chain.direct().await, chain.client().await] {
+        let mut seen = Vec::new();
+        // Reset before any statement: still in the login database.
+        assert!(conn.reset().await.unwrap());
+        seen.push(text_results(&mut conn, state).await);
+        conn.query_drop("USE other").await.unwrap();
+        conn.query_drop("SET NAMES latin1").await.unwrap();
+        conn.query_drop("SET @x = 1").await.unwrap();
+        assert!(conn.reset().await.unwrap());
+        seen.push(text_results(&mut conn, state).await);
+        conn.query_drop("USE app").await.unwrap();
+        assert!(conn.reset().await.unwrap());
+        seen.push(text_results(&mut conn, state).await);
+        answers.push(seen);
+    }
+    assert_eq!(answers[0], answers[1], "direct, then through the sidecar");
+    assert!(answers[1][1].contains("other"), "{:?}", answers[1]);
+
+    // A first command that leaves the login database keeps the connection.
+    let mut via = chain.client().await;
+    via.query_drop("USE other").await.unwrap();
+    let db: String = via.query_first("SELECT DATABASE()").await.unwrap().unwrap();
+    assert_eq!(db, "other");
+}
+
 /// Connect + `SELECT 1` costs one upstream request: the login is local,
 /// and the default database travels with the first statement (the
 /// session's target) instead of in a `USE` of its own. An unknown

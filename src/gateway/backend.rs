@@ -259,13 +259,25 @@ pub async fn warnings(conn: &mut Conn) -> Result<Vec<pb::QueryWarning>, BackendE
         .collect())
 }
 
-/// The connection's transaction state, asked of the server.
-pub async fn transaction_state(conn: &mut Conn) -> Result<(bool, bool), BackendError> {
-    let row: Option<(i64, i64)> = conn
-        .query_first("SELECT @@in_transaction, @@autocommit")
+/// What a statement may have changed in a connection's session, asked of
+/// the server in one query.
+pub struct SessionFacts {
+    pub in_transaction: bool,
+    pub autocommit: bool,
+    /// `DATABASE()`: `USE`, or dropping the current database, changes it.
+    pub database: Option<String>,
+}
+
+pub async fn session_facts(conn: &mut Conn) -> Result<SessionFacts, BackendError> {
+    let row: Option<(i64, i64, Option<String>)> = conn
+        .query_first("SELECT @@in_transaction, @@autocommit, DATABASE()")
         .await?;
-    let (in_tx, autocommit) = row.unwrap_or((0, 1));
-    Ok((in_tx != 0, autocommit != 0))
+    let (in_tx, autocommit, database) = row.unwrap_or((0, 1, None));
+    Ok(SessionFacts {
+        in_transaction: in_tx != 0,
+        autocommit: autocommit != 0,
+        database,
+    })
 }
 
 /// Makes `database` the connection's default database (`USE`).

@@ -296,10 +296,10 @@ impl Rpc {
                     Vec::new()
                 };
                 // With autocommit off, even a plain statement opens a transaction.
-                let may_change = !statement::keeps_transaction_state(&sql)
+                let may_change = !statement::keeps_session_state(&sql)
                     || (!state.autocommit && !state.in_transaction);
                 if may_change {
-                    self.refresh_transaction_state(lease).await;
+                    self.refresh_session_state(lease).await;
                 }
                 Ran {
                     outcome: Some(outcome),
@@ -308,8 +308,9 @@ impl Rpc {
             }
             Err(BackendError::Sql(e)) => {
                 state.warnings.clear();
-                // Deadlocks and lock timeouts can roll the transaction back.
-                self.refresh_transaction_state(lease).await;
+                // Deadlocks and lock timeouts can roll the transaction back
+                // (and a multi-statement may have run a `USE` before failing).
+                self.refresh_session_state(lease).await;
                 Ran {
                     outcome: None,
                     error: Some(to_rpc_error(&e)),
@@ -326,18 +327,24 @@ impl Rpc {
         }
     }
 
-    async fn refresh_transaction_state(&self, lease: &mut Lease) {
+    /// Asks the backend what the last statement may have changed. The
+    /// default database becomes the session's target, as `USE` changes a
+    /// Vitess session's `target_string`: the cookie tells the client where
+    /// it is (a sidecar keeps it across `COM_RESET_CONNECTION`), and a
+    /// replacement backend connection starts there too.
+    async fn refresh_session_state(&self, lease: &mut Lease) {
         let state = &mut *lease.state;
         let Some(conn) = state.conn.as_mut() else {
             return;
         };
-        match backend::transaction_state(conn).await {
-            Ok((in_tx, autocommit)) => {
-                state.in_transaction = in_tx;
-                state.autocommit = autocommit;
+        match backend::session_facts(conn).await {
+            Ok(facts) => {
+                state.in_transaction = facts.in_transaction;
+                state.autocommit = facts.autocommit;
+                state.target = facts.database;
             }
             Err(BackendError::Connection(_)) => state.conn = None,
-            Err(BackendError::Sql(e)) => debug!(code = e.code, "transaction state unavailable"),
+            Err(BackendError::Sql(e)) => debug!(code = e.code, "session state unavailable"),
         }
     }
 

@@ -83,6 +83,9 @@ pub struct Connection {
     /// the client took MariaDB's extended metadata).
     pub style: ColumnStyle,
     pub session: Session,
+    /// The collation the client named at login: `COM_RESET_CONNECTION`
+    /// restores it, as MariaDB does.
+    charset: u16,
     /// An error owed to the client's next command (its default database
     /// could not be selected after the login), which then closes.
     pending_error: Option<MysqlError>,
@@ -110,6 +113,7 @@ impl Connection {
             caps,
             style: login.column_style,
             session: Session::new(),
+            charset: login.charset,
             pending_error: None,
             statements: HashMap::new(),
             cursors: HashMap::new(),
@@ -231,9 +235,18 @@ impl Connection {
             }
             Command::FieldList { table, .. } => self.field_list(&table, out).await,
             Command::ResetConnection => {
+                // A fresh session, as the server's reset gives, but in the
+                // same default database and the login's collation: a
+                // reset keeps both (pools reset every connection they
+                // take back, and the app still expects its database).
+                let database = self.session.database();
                 self.close_upstream();
                 self.statements.clear();
                 self.cursors.clear();
+                if let Some(db) = database {
+                    self.start_in(&db).await;
+                }
+                self.set_collation(self.charset).await;
                 self.ok(out)
             }
             Command::ChangeUser(payload) => self.change_user(packet.seq, payload, out).await,
@@ -513,6 +526,7 @@ impl Connection {
             Ok(login) => {
                 self.close_upstream();
                 self.statements.clear();
+                self.charset = login.charset;
                 if let Some(db) = login.database {
                     self.start_in(&db).await;
                 }

@@ -48,6 +48,23 @@ impl Session {
         self.cookie.as_ref()
     }
 
+    /// The default database: the one asked for at login until the gateway
+    /// has answered, then the one its session reports (`None` if it
+    /// reports none, as a psdb server without targets does).
+    pub fn database(&self) -> Option<String> {
+        if let Some(asked) = &self.asked_target {
+            return Some(asked.clone());
+        }
+        let target = &self
+            .cookie
+            .as_ref()?
+            .view()
+            .vitess_session
+            .as_ref()?
+            .target_string;
+        (!target.is_empty()).then(|| target.clone())
+    }
+
     /// Takes the cookie (to close the session upstream) and starts over.
     /// A request for a database made no session yet: nothing to close.
     pub fn reset(&mut self) -> Option<RawSession> {
@@ -62,8 +79,13 @@ impl Session {
             self.in_transaction = v.in_transaction;
             self.autocommit = v.autocommit;
             self.warnings = u16::try_from(v.warnings.len()).unwrap_or(u16::MAX);
-            if let Some(asked) = self.asked_target.take() {
-                self.target_refused = v.target_string != asked;
+            // The gateway answers a target it could not select with none.
+            // Any other name is where the first statement moved the
+            // session (`USE`), as a Vitess session's target follows it.
+            // (A first statement that drops the login database also
+            // leaves none, and ends the connection after its answer.)
+            if self.asked_target.take().is_some() {
+                self.target_refused = v.target_string.is_empty();
             }
         }
         self.cookie = Some(cookie);
@@ -104,4 +126,44 @@ pub fn target_request(database: &str) -> RawSession {
         }),
     };
     RawSession::from_bytes(session.encode_to_vec().into()).expect("a valid Session")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(target: &str) -> RawSession {
+        let session = pb::Session {
+            signature: Bytes::from_static(b"signed"),
+            vitess_session: Some(pb::VitessSession {
+                target_string: target.into(),
+                autocommit: true,
+                ..Default::default()
+            }),
+        };
+        RawSession::from_bytes(session.encode_to_vec().into()).unwrap()
+    }
+
+    #[test]
+    fn the_database_follows_the_gateway_after_the_login_one() {
+        let mut s = Session::in_database("app");
+        assert_eq!(s.database().as_deref(), Some("app"));
+        // The first statement was `USE other`: no refusal.
+        s.update(answer("other"));
+        assert!(!s.target_refused());
+        assert_eq!(s.database().as_deref(), Some("other"));
+        // A later empty target (database dropped) is no refusal either.
+        s.update(answer(""));
+        assert!(!s.target_refused());
+        assert_eq!(s.database(), None);
+    }
+
+    #[test]
+    fn an_empty_first_answer_refuses_the_login_database() {
+        let mut s = Session::in_database("nope");
+        s.update(answer(""));
+        assert!(s.target_refused());
+        // Nothing upstream yet to close for a request that only asked.
+        assert!(Session::in_database("app").reset().is_none());
+    }
 }

@@ -1,13 +1,15 @@
 //! Cheap statement classification, used to avoid asking the backend for the
-//! transaction state after statements that cannot change it.
+//! session's state (transaction, default database) after statements that
+//! cannot change it.
 
 /// True if `sql` is a single plain data statement (SELECT, INSERT, UPDATE,
 /// DELETE, REPLACE, SHOW, …). Such a statement cannot start or end a
 /// transaction, nor change autocommit: with autocommit on it commits
-/// itself, inside a transaction it stays inside. Anything else (BEGIN,
-/// COMMIT, SET, DDL, CALL, multi-statements, executable comments) returns
-/// false, and the caller asks the backend.
-pub fn keeps_transaction_state(sql: &str) -> bool {
+/// itself, inside a transaction it stays inside. Nor can it change the
+/// default database. Anything else (BEGIN, COMMIT, SET, USE, DDL, CALL,
+/// multi-statements, executable comments) returns false, and the caller
+/// asks the backend.
+pub fn keeps_session_state(sql: &str) -> bool {
     let Some(keyword) = leading_keyword(sql) else {
         return false;
     };
@@ -187,20 +189,20 @@ mod tests {
 
     #[test]
     fn classification() {
-        assert!(keeps_transaction_state("  select 1"));
-        assert!(keeps_transaction_state(
-            "/* c */ (SELECT 1) UNION (SELECT 2);"
-        ));
-        assert!(keeps_transaction_state("insert into t values (';begin')"));
-        assert!(!keeps_transaction_state("BEGIN"));
-        assert!(!keeps_transaction_state("start transaction"));
-        assert!(!keeps_transaction_state("commit"));
-        assert!(!keeps_transaction_state("set autocommit=0"));
-        assert!(!keeps_transaction_state("create table t (a int)"));
-        assert!(!keeps_transaction_state("select 1; commit"));
-        assert!(!keeps_transaction_state("/*!40101 begin */"));
-        assert!(!keeps_transaction_state("call p()"));
-        assert!(!keeps_transaction_state(""));
+        assert!(keeps_session_state("  select 1"));
+        assert!(keeps_session_state("/* c */ (SELECT 1) UNION (SELECT 2);"));
+        assert!(keeps_session_state("insert into t values (';begin')"));
+        assert!(!keeps_session_state("BEGIN"));
+        assert!(!keeps_session_state("start transaction"));
+        assert!(!keeps_session_state("commit"));
+        assert!(!keeps_session_state("set autocommit=0"));
+        assert!(!keeps_session_state("create table t (a int)"));
+        assert!(!keeps_session_state("select 1; commit"));
+        assert!(!keeps_session_state("/*!40101 begin */"));
+        assert!(!keeps_session_state("call p()"));
+        assert!(!keeps_session_state("use test"));
+        assert!(!keeps_session_state("drop database test"));
+        assert!(!keeps_session_state(""));
         assert_eq!(leading_keyword("-- x\n# y\n  update t"), Some("update"));
     }
 }
