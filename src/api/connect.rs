@@ -98,10 +98,16 @@ impl Codec {
 /// Frames one streaming message.
 pub fn envelope(flags: u8, payload: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(ENVELOPE_HEADER + payload.len());
+    put_envelope(&mut out, flags, payload);
+    out.freeze()
+}
+
+/// Appends an envelope to `out` (several make one write).
+pub fn put_envelope(out: &mut BytesMut, flags: u8, payload: &[u8]) {
+    out.reserve(ENVELOPE_HEADER + payload.len());
     out.put_u8(flags);
     out.put_u32(u32::try_from(payload.len()).expect("messages are bounded well below 4 GiB"));
     out.put_slice(payload);
-    out.freeze()
 }
 
 /// The end-of-stream envelope: `{}` or `{"error":{code,message}}`.

@@ -18,7 +18,8 @@ use crate::telemetry::TraceId;
 use crate::api::compression::SUPPORTED;
 use crate::api::connect::take_envelope;
 use crate::api::{ApiError, Code, Codec, Encoding, Framing, Method};
-use crate::transport::{Body, BodyError, Handler, Request, Response};
+use crate::translate::statement;
+use crate::transport::{Body, BodyError, Chunks, Handler, Request, Response};
 
 use super::auth::Accounts;
 use super::rpc::{Rpc, encode_message};
@@ -215,7 +216,7 @@ impl Service {
                 Ok(self.unary(wire, &response))
             }
             Method::StreamExecute => {
-                let req = wire.codec.decode(&message)?;
+                let req: crate::api::pb::ExecuteRequest = wire.codec.decode(&message)?;
                 let (tx, rx) = mpsc::channel(STREAM_BUFFER);
                 let limits = &rpc.limits;
                 let sink = StreamSink::new(
@@ -224,7 +225,8 @@ impl Service {
                     limits.compress_min_bytes,
                     limits.stream_message_bytes,
                     tx,
-                );
+                )
+                .single_result(statement::has_one_result(&req.query));
                 let service = self.clone();
                 let transport = request.version.as_str();
                 let in_flight = InFlight::new(&self.in_flight);
@@ -311,38 +313,24 @@ fn stream_response(wire: Wire, rx: mpsc::Receiver<Bytes>) -> Response {
     Response {
         status: StatusCode::OK,
         headers,
-        body: Body::Stream(keepalive(wire.codec, rx)),
+        body: Body::Stream(
+            Chunks::new(rx).with_keepalive(KEEPALIVE, keepalive_message(wire.codec)),
+        ),
     }
 }
 
-/// How long a response stream may stay silent (a slow statement).
+/// How long a response stream may stay silent (a slow statement) before
+/// the gateway writes an empty message (the default `ExecuteResponse`,
+/// which changes nothing): only a write tells HTTP/3 that the client
+/// stopped reading, and a failed one stops the statement (the gateway
+/// kills it).
 const KEEPALIVE: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// Forwards `rx`, sending an empty message (the default
-/// `ExecuteResponse`, which changes nothing) whenever it is silent for
-/// [`KEEPALIVE`]. Only a write tells HTTP/3 that the client stopped
-/// reading, and an empty DATA frame cannot serve: h3 clients read it as
-/// the end of the body. A failed write drops this forwarder's `rx`, which
-/// tells the statement to stop (and the gateway to kill it).
-fn keepalive(codec: Codec, mut rx: mpsc::Receiver<Bytes>) -> mpsc::Receiver<Bytes> {
-    let empty = match codec {
+fn keepalive_message(codec: Codec) -> Bytes {
+    match codec {
         Codec::Proto => crate::api::connect::envelope(0, b""),
         Codec::Json => crate::api::connect::envelope(0, b"{}"),
-    };
-    let (tx, out) = mpsc::channel(1);
-    tokio::spawn(async move {
-        loop {
-            let chunk = match tokio::time::timeout(KEEPALIVE, rx.recv()).await {
-                Ok(Some(chunk)) => chunk,
-                Ok(None) => return,
-                Err(_) => empty.clone(),
-            };
-            if tx.send(chunk).await.is_err() {
-                return;
-            }
-        }
-    });
-    out
+    }
 }
 
 fn base_headers(wire: Wire) -> HeaderMap {

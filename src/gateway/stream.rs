@@ -1,11 +1,16 @@
 //! `StreamExecute` output: results cut into bounded messages, framed as
 //! Connect envelopes and handed to the transport through a small channel,
 //! so memory stays constant whatever the size of the result.
+//!
+//! Envelopes are gathered into chunks of about `target` bytes: a small
+//! result (fields, rows, its summary, the session and the end of the
+//! stream) leaves as one chunk, one DATA frame, one write, rather than
+//! five, which is most of the cost of a point query on both ends.
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
 
-use crate::api::connect::{FLAG_COMPRESSED, end_stream, envelope};
+use crate::api::connect::{FLAG_COMPRESSED, end_stream, put_envelope};
 use crate::api::pb;
 use crate::api::{ApiError, Codec, Encoding};
 use crate::translate::rows::row_size;
@@ -20,6 +25,11 @@ pub struct StreamSink {
     /// Rows are batched until a message reaches about this size.
     target: usize,
     tx: mpsc::Sender<Bytes>,
+    /// Envelopes not yet handed to the transport.
+    out: BytesMut,
+    /// The statement has one result: its end need not go out before the
+    /// end of the stream (see [`StreamSink::single_result`]).
+    single_result: bool,
     pending: Vec<pb::Row>,
     pending_bytes: usize,
     /// The client went away: the rest of the result is discarded.
@@ -40,10 +50,21 @@ impl StreamSink {
             compress_min,
             target,
             tx,
+            out: BytesMut::new(),
+            single_result: false,
             pending: Vec::new(),
             pending_bytes: 0,
             closed: false,
         }
+    }
+
+    /// The statement produces one result, so nothing follows its end but
+    /// the end of the stream: they leave together. Otherwise (multiple
+    /// statements, procedures) each result goes out as it ends, since the
+    /// next may be long in coming.
+    pub fn single_result(mut self, single: bool) -> Self {
+        self.single_result = single;
+        self
     }
 
     /// Sends the rows batched so far as one message.
@@ -69,8 +90,18 @@ impl StreamSink {
         if let Some(last) = last {
             self.send(&last).await;
         }
-        if !self.closed {
-            let _ = self.tx.send(end_stream(error.as_ref())).await;
+        self.out.extend_from_slice(&end_stream(error.as_ref()));
+        self.push().await;
+    }
+
+    /// Hands the gathered envelopes to the transport.
+    async fn push(&mut self) {
+        if self.closed || self.out.is_empty() {
+            return;
+        }
+        let chunk = self.out.split().freeze();
+        if self.tx.send(chunk).await.is_err() {
+            self.closed = true;
         }
     }
 
@@ -85,8 +116,9 @@ impl StreamSink {
             .gateway_bytes
             .with(&["sent"])
             .add(payload.len() as u64);
-        if self.tx.send(envelope(flags, &payload)).await.is_err() {
-            self.closed = true;
+        put_envelope(&mut self.out, flags, &payload);
+        if self.out.len() >= self.target {
+            self.push().await;
         }
     }
 }
@@ -127,6 +159,9 @@ impl ResultSink for StreamSink {
             ..Default::default()
         };
         self.send(&message).await;
+        if !self.single_result {
+            self.push().await;
+        }
     }
 
     fn gone(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
@@ -145,5 +180,54 @@ impl ResultSink for StreamSink {
         } else {
             Flow::Continue
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::connect::take_envelope;
+
+    /// Runs a one-row result through a sink; returns each chunk the
+    /// transport would write, as its number of envelopes.
+    async fn chunks(single_result: bool, target: usize) -> Vec<usize> {
+        let (tx, mut rx) = mpsc::channel(64);
+        let mut sink = StreamSink::new(Codec::Proto, Encoding::Identity, 1024, target, tx)
+            .single_result(single_result);
+        let field = pb::Field {
+            name: "1".into(),
+            ..Default::default()
+        };
+        sink.fields(vec![field]).await;
+        sink.row(pb::Row {
+            lengths: vec![1],
+            values: b"1".to_vec().into(),
+        })
+        .await;
+        sink.end(Summary::default()).await;
+        sink.flush().await;
+        sink.finish(Some(pb::ExecuteResponse::default()), None)
+            .await;
+        let mut out = Vec::new();
+        while let Ok(chunk) = rx.try_recv() {
+            let mut buf = BytesMut::from(&chunk[..]);
+            let mut n = 0;
+            while take_envelope(&mut buf, 1 << 20).unwrap().is_some() {
+                n += 1;
+            }
+            assert!(buf.is_empty(), "whole envelopes only");
+            out.push(n);
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn a_small_result_is_one_write() {
+        // Fields, rows, summary, the last message and the end of stream.
+        assert_eq!(chunks(true, 256 << 10).await, vec![5]);
+        // Several results: each goes out as it ends.
+        assert_eq!(chunks(false, 256 << 10).await, vec![3, 2]);
+        // A chunk never grows much past the target.
+        assert_eq!(chunks(true, 1).await, vec![1, 1, 1, 1, 1]);
     }
 }

@@ -20,6 +20,22 @@ pub fn keeps_session_state(sql: &str) -> bool {
     plain.iter().any(|k| keyword.eq_ignore_ascii_case(k)) && inner_semicolon(sql).is_none()
 }
 
+/// True if `sql` is one statement of a kind that answers with one result
+/// (a result set or an OK): not a procedure call, compound statement,
+/// prepared `EXECUTE` or multi-statement, which may answer with several,
+/// apart in time.
+pub fn has_one_result(sql: &str) -> bool {
+    let Some(keyword) = leading_keyword(sql) else {
+        return false;
+    };
+    let single = [
+        "SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE", "SHOW", "DESCRIBE", "DESC", "EXPLAIN",
+        "WITH", "VALUES", "TABLE", "DO", "SET", "USE", "COMMIT", "ROLLBACK", "START", "CREATE",
+        "ALTER", "DROP", "TRUNCATE", "RENAME",
+    ];
+    single.iter().any(|k| keyword.eq_ignore_ascii_case(k)) && inner_semicolon(sql).is_none()
+}
+
 /// True if `sql` may change a table's columns: DDL, and what cannot be
 /// told apart cheaply (routines, multi-statements, executable comments).
 pub fn may_change_schema(sql: &str) -> bool {
@@ -201,6 +217,16 @@ mod tests {
         assert!(!keeps_session_state("/*!40101 begin */"));
         assert!(!keeps_session_state("call p()"));
         assert!(!keeps_session_state("use test"));
+        assert!(has_one_result(" select 1"));
+        assert!(has_one_result("insert into t values (';')"));
+        assert!(!has_one_result("select 1; select 2"));
+        assert!(!has_one_result("call p()"));
+        assert!(!has_one_result("execute s"));
+        assert!(!has_one_result("/*!50000 select 1 */"));
+        assert!(!has_one_result("begin not atomic select 1; select 2; end"));
+        assert!(!has_one_result(
+            "create procedure p() begin select 1; select 2; end"
+        ));
         assert!(!keeps_session_state("drop database test"));
         assert!(!keeps_session_state(""));
         assert_eq!(leading_keyword("-- x\n# y\n  update t"), Some("update"));

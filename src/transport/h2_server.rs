@@ -120,11 +120,12 @@ async fn handle(
         .await;
     let body: ResponseBody = match response.body {
         Body::Full(bytes) => Full::new(bytes).boxed(),
-        Body::Stream(rx) => {
-            let frames = futures_util::stream::unfold(rx, |mut rx| async move {
-                rx.recv()
+        Body::Stream(chunks) => {
+            let frames = futures_util::stream::unfold(chunks, |mut chunks| async move {
+                chunks
+                    .next()
                     .await
-                    .map(|chunk| (Ok::<_, Infallible>(Frame::data(chunk)), rx))
+                    .map(|chunk| (Ok::<_, Infallible>(Frame::data(chunk)), chunks))
             });
             StreamBody::new(frames).boxed()
         }

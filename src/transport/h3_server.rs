@@ -159,7 +159,7 @@ async fn serve_request(
             // handler keeps a silent stream written (never with empty DATA
             // frames, which h3 clients read as the end of the body). A
             // failed write drops `chunks`, which tells the producer to stop.
-            while let Some(chunk) = chunks.recv().await {
+            while let Some(chunk) = chunks.next().await {
                 stream.send_data(chunk).await?;
             }
         }

@@ -11,6 +11,7 @@ pub mod tls;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
@@ -61,7 +62,45 @@ pub struct Response {
 
 pub enum Body {
     Full(Bytes),
-    Stream(mpsc::Receiver<Bytes>),
+    Stream(Chunks),
+}
+
+/// A streamed body: chunks from a bounded channel (the producer stops
+/// when the transport drops this, i.e. when the client stops reading),
+/// and optionally a chunk to write whenever the producer stays silent: on
+/// HTTP/3 only a write reveals a client that has gone.
+pub struct Chunks {
+    rx: mpsc::Receiver<Bytes>,
+    keepalive: Option<(Duration, Bytes)>,
+}
+
+impl Chunks {
+    pub fn new(rx: mpsc::Receiver<Bytes>) -> Self {
+        Self {
+            rx,
+            keepalive: None,
+        }
+    }
+
+    /// Writes `chunk` after each `every` of silence. It must mean nothing
+    /// to the client (an empty DATA frame cannot serve: h3 clients read it
+    /// as the end of the body).
+    pub fn with_keepalive(mut self, every: Duration, chunk: Bytes) -> Self {
+        self.keepalive = Some((every, chunk));
+        self
+    }
+
+    /// The next chunk to write; `None` at the end of the body.
+    pub async fn next(&mut self) -> Option<Bytes> {
+        let Some((every, chunk)) = &self.keepalive else {
+            return self.rx.recv().await;
+        };
+        // A ready chunk never arms the timer.
+        match tokio::time::timeout(*every, self.rx.recv()).await {
+            Ok(next) => next,
+            Err(_) => Some(chunk.clone()),
+        }
+    }
 }
 
 /// What serves requests behind both transports.
