@@ -109,6 +109,10 @@ struct SidecarArgs {
     /// auto, http3 or http2 [sidecar.upstream.transport].
     #[arg(long, env = "MYQUIC_SIDECAR_UPSTREAM_TRANSPORT")]
     upstream_transport: Option<String>,
+    /// Codecs for bodies to and from the gateway, comma-separated
+    /// (zstd,snappy,gzip), or none [sidecar.upstream.compression].
+    #[arg(long, env = "MYQUIC_SIDECAR_UPSTREAM_COMPRESSION")]
+    upstream_compression: Option<String>,
     /// QUIC congestion controller: bbr, cubic or newreno
     /// [sidecar.upstream.congestion].
     #[arg(long, env = "MYQUIC_SIDECAR_UPSTREAM_CONGESTION")]
@@ -290,6 +294,15 @@ fn sidecar_config(
         up.password = myquic::config::Secret {
             file: Some(file),
             ..Default::default()
+        };
+    }
+    if let Some(list) = args.upstream_compression {
+        up.compression = match list.trim() {
+            "none" => Vec::new(),
+            list => list
+                .split(',')
+                .map(|name| name.trim().to_string())
+                .collect(),
         };
     }
     if let Some(cc) = args.upstream_congestion {

@@ -488,6 +488,31 @@ async fn reset_connection_keeps_the_database_as_mariadb_does() {
     assert_eq!(db, "other");
 }
 
+/// `upstream.compression` decides the codecs both ways: by default a
+/// large result comes back compressed and a large statement goes out
+/// compressed; with `[]` (a sidecar next to its gateway) neither is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_compression_can_be_turned_off() {
+    let big = format!(
+        "SELECT REPEAT('abc', 10000) AS a, '{}' AS b",
+        "x".repeat(4000)
+    );
+    for (codecs, compressed) in [(None, true), (Some(Vec::new()), false)] {
+        let chain = Chain::start_with(|c| {
+            if let Some(codecs) = codecs {
+                c.upstream.compression = codecs;
+            }
+        })
+        .await;
+        let mut conn = chain.client().await;
+        let (a, _b): (String, String) = conn.query_first(big.as_str()).await.unwrap().unwrap();
+        assert_eq!(a.len(), 30_000);
+        let stats = chain.sidecar.client().stats();
+        assert_eq!(stats.compressed_responses > 0, compressed, "{stats:?}");
+        assert_eq!(stats.compressed_requests > 0, compressed, "{stats:?}");
+    }
+}
+
 /// Connect + `SELECT 1` costs one upstream request: the login is local,
 /// and the default database travels with the first statement (the
 /// session's target) instead of in a `USE` of its own. An unknown

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::admin::AdminConfig;
+use crate::api::Encoding;
 use crate::client::TransportPreference;
 use crate::client::defaults;
 use crate::config::{ConfigError, Secret};
@@ -130,6 +131,9 @@ pub struct UpstreamConfig {
     pub connect_timeout: Duration,
     /// Request bodies at least this large are compressed.
     pub compress_min_bytes: usize,
+    /// Codecs offered for responses and used for requests (`zstd`,
+    /// `snappy`, `gzip`), most preferred first; empty: none.
+    pub compression: Vec<String>,
     /// QUIC congestion controller: `bbr`, `cubic` or `newreno`.
     pub congestion: Congestion,
     /// TCP congestion controller of the HTTP/2 fallback (`bbr`, `cubic`,
@@ -179,6 +183,7 @@ impl Default for UpstreamConfig {
             idle_timeout: defaults::IDLE_TIMEOUT,
             connect_timeout: defaults::CONNECT_TIMEOUT,
             compress_min_bytes: defaults::COMPRESS_MIN_BYTES,
+            compression: vec!["zstd".into(), "snappy".into()],
             congestion: Congestion::default(),
             tcp_congestion: None,
         }
@@ -220,6 +225,14 @@ impl SidecarConfig {
         if let Some(cc) = self.upstream.tcp_congestion {
             cc.check()
                 .map_err(|e| invalid("sidecar.upstream.tcp_congestion", &e))?;
+        }
+        for name in &self.upstream.compression {
+            if !matches!(Encoding::from_name(name), Some(e) if e != Encoding::Identity) {
+                return Err(invalid(
+                    "sidecar.upstream.compression",
+                    &format!("{name:?}: use zstd, snappy or gzip (an empty list for none)"),
+                ));
+            }
         }
         if self.max_allowed_packet < 1024 {
             return Err(invalid(
@@ -276,5 +289,20 @@ mod tests {
         }
         c.upstream.url = "http://gw.example".into();
         assert!(c.upstream_authority().is_err());
+    }
+
+    #[test]
+    fn compression_names_are_checked() {
+        let mut c = SidecarConfig::default();
+        c.upstream.url = "https://gw.example".into();
+        c.upstream.username = "app".into();
+        assert!(c.validate().is_ok());
+        c.upstream.compression = Vec::new();
+        assert!(c.validate().is_ok());
+        for bad in ["br", "identity", ""] {
+            c.upstream.compression = vec!["zstd".into(), bad.into()];
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains("sidecar.upstream.compression"), "{e}");
+        }
     }
 }

@@ -235,6 +235,12 @@ pub fn upstream_client_config(config: &SidecarConfig) -> Result<ClientConfig, Co
     c.idle_timeout = up.idle_timeout;
     c.connect_timeout = up.connect_timeout;
     c.compress_min_bytes = up.compress_min_bytes;
+    // Checked by `validate`.
+    c.accept_encodings = up
+        .compression
+        .iter()
+        .filter_map(|name| crate::api::Encoding::from_name(name))
+        .collect();
     c.congestion = up.congestion;
     c.tcp_congestion = up.tcp_congestion;
     Ok(c)
