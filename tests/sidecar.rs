@@ -36,6 +36,25 @@ impl Chain {
     }
 
     async fn start_with(tweak: impl FnOnce(&mut SidecarConfig)) -> Self {
+        let chain = Self::launch(tweak).await;
+        // Clients compare with a direct MariaDB connection, so they must
+        // see the MariaDB version (and its column style), learned shortly
+        // after start.
+        for _ in 0..500 {
+            if chain.sidecar.server_version().contains("MariaDB") {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(
+            chain.sidecar.server_version().contains("MariaDB"),
+            "version learned"
+        );
+        chain
+    }
+
+    /// The chain, without waiting for the sidecar to learn anything.
+    async fn launch(tweak: impl FnOnce(&mut SidecarConfig)) -> Self {
         let stack = Stack::start().await;
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("sidecar.sock");
@@ -54,19 +73,6 @@ impl Chain {
         config.upstream.password = secret(common::PASSWORD);
         tweak(&mut config);
         let sidecar = Sidecar::start(config).await.expect("sidecar starts");
-        // Clients compare with a direct MariaDB connection, so they must
-        // see the MariaDB version (and its column style), learned shortly
-        // after start.
-        for _ in 0..500 {
-            if sidecar.server_version().contains("MariaDB") {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-        assert!(
-            sidecar.server_version().contains("MariaDB"),
-            "version learned"
-        );
         Self {
             stack,
             sidecar,
@@ -486,6 +492,43 @@ async fn reset_connection_keeps_the_database_as_mariadb_does() {
     via.query_drop("USE other").await.unwrap();
     let db: String = via.query_first("SELECT DATABASE()").await.unwrap().unwrap();
     assert_eq!(db, "other");
+}
+
+/// A client that connects the moment the sidecar starts is greeted with
+/// the backend's version, not the fallback: the greeting waits (briefly)
+/// for the sidecar to learn it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_at_start_is_greeted_with_the_backend_version() {
+    let chain = Chain::launch(|_| {}).await;
+    let mut conn = chain.client().await;
+    let direct = chain.direct().await;
+    assert_eq!(conn.server_version(), direct.server_version());
+    let one: i64 = conn.query_first("SELECT 1").await.unwrap().unwrap();
+    assert_eq!(one, 1);
+
+    // A gateway that never answers delays the greeting by the bound only.
+    let nowhere = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let lonely = Chain::launch(|c| {
+        c.upstream.url = format!("https://localhost:{}", nowhere.port());
+    })
+    .await;
+    // No settings query after login: only the greeting is timed.
+    let quiet = lonely
+        .opts(LOCAL_USER, LOCAL_PASSWORD)
+        .max_allowed_packet(Some(16 << 20))
+        .wait_timeout(Some(28_800));
+    let start = std::time::Instant::now();
+    let conn = Conn::new(quiet).await.expect("the login is local");
+    let waited = start.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_millis(1900)
+            && waited < std::time::Duration::from_secs(4),
+        "{waited:?}"
+    );
+    assert_eq!(conn.server_version(), (8, 0, 40), "the fallback version");
 }
 
 /// `upstream.compression` decides the codecs both ways: by default a

@@ -54,6 +54,9 @@ pub struct Shared {
     /// `target_string` names (learned at start; until then, and with a
     /// gateway that does not, the database is selected by a `USE`).
     pub upstream_targets: AtomicBool,
+    /// Turns true once `learn_upstream` has what it asks for at start
+    /// (see [`GREETING_WAIT`]).
+    learned: tokio::sync::watch::Sender<bool>,
     /// Set when the drain begins: readiness turns false.
     draining: std::sync::atomic::AtomicBool,
 }
@@ -108,6 +111,7 @@ impl Sidecar {
             max_packet: config.max_allowed_packet,
             slots: Arc::new(Semaphore::new(config.max_connections)),
             upstream_targets: AtomicBool::new(false),
+            learned: tokio::sync::watch::Sender::new(false),
             draining: std::sync::atomic::AtomicBool::new(false),
         });
         let listen_err = |what: String| move |source| StartError::Listen { what, source };
@@ -317,6 +321,14 @@ fn front_tls(config: &SidecarConfig) -> Result<Option<TlsAcceptor>, ConfigError>
 /// Version in greetings until the backend's is known.
 const FALLBACK_VERSION: &str = "8.0.40-myquic";
 
+/// How long a client that connects right after start waits for its
+/// greeting while the sidecar learns the backend's version and the
+/// gateway's support for targets (one request, usually milliseconds).
+/// Greeting it at once would show it the fallback version (and
+/// MySQL-style JSON) for the whole connection; waiting longer than this
+/// for a gateway that does not answer gains nothing.
+const GREETING_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Asks the gateway once, at start, for what every connection would
 /// otherwise cost a request: the backend's version (if `learn_version`),
 /// so clients see what they would see connecting directly (drivers pick
@@ -346,6 +358,7 @@ async fn learn_upstream(shared: Arc<Shared>, learn_version: bool) {
                     debug!(targets, "gateway's support for session targets learned");
                 }
                 if !learn_version {
+                    shared.learned.send_replace(true);
                     return;
                 }
                 let version = reply
@@ -370,6 +383,7 @@ async fn learn_upstream(shared: Arc<Shared>, learn_version: bool) {
                     updated.server_version = version;
                     *auth = Arc::new(updated);
                 }
+                shared.learned.send_replace(true);
                 return;
             }
             Err(e) => {
@@ -458,6 +472,8 @@ async fn serve(stream: Box<dyn Stream>, secure: bool, shared: Arc<Shared>) {
     metrics.client_connections_total.inc();
     metrics.client_connections.inc();
     let _open = scopeguard(|| metrics.client_connections.dec());
+    let mut learned = shared.learned.subscribe();
+    let _ = tokio::time::timeout(GREETING_WAIT, learned.wait_for(|done| *done)).await;
     let registration = shared.registry.register();
     let auth = shared.auth.read().expect("not poisoned").clone();
     let mut handshake = Handshake::new(auth, registration.id, secure);
