@@ -529,6 +529,22 @@ async fn a_client_at_start_is_greeted_with_the_backend_version() {
         "{waited:?}"
     );
     assert_eq!(conn.server_version(), (8, 0, 40), "the fallback version");
+
+    // A configured version is final: nothing to wait for.
+    let pinned = Chain::launch(|c| {
+        c.upstream.url = format!("https://localhost:{}", nowhere.port());
+        c.server_version = "10.11.0-pinned".into();
+    })
+    .await;
+    let quiet = pinned
+        .opts(LOCAL_USER, LOCAL_PASSWORD)
+        .max_allowed_packet(Some(16 << 20))
+        .wait_timeout(Some(28_800));
+    let start = std::time::Instant::now();
+    let conn = Conn::new(quiet).await.expect("the login is local");
+    let waited = start.elapsed();
+    assert!(waited < std::time::Duration::from_secs(1), "{waited:?}");
+    assert_eq!(conn.server_version(), (10, 11, 0));
 }
 
 /// `upstream.compression` decides the codecs both ways: by default a

@@ -54,9 +54,9 @@ pub struct Shared {
     /// `target_string` names (learned at start; until then, and with a
     /// gateway that does not, the database is selected by a `USE`).
     pub upstream_targets: AtomicBool,
-    /// Turns true once `learn_upstream` has what it asks for at start
-    /// (see [`GREETING_WAIT`]).
-    learned: tokio::sync::watch::Sender<bool>,
+    /// The greeting's version is final: configured, or learned from the
+    /// backend (see [`GREETING_WAIT`]).
+    version_known: tokio::sync::watch::Sender<bool>,
     /// Set when the drain begins: readiness turns false.
     draining: std::sync::atomic::AtomicBool,
 }
@@ -111,7 +111,7 @@ impl Sidecar {
             max_packet: config.max_allowed_packet,
             slots: Arc::new(Semaphore::new(config.max_connections)),
             upstream_targets: AtomicBool::new(false),
-            learned: tokio::sync::watch::Sender::new(false),
+            version_known: tokio::sync::watch::Sender::new(config.server_version != "auto"),
             draining: std::sync::atomic::AtomicBool::new(false),
         });
         let listen_err = |what: String| move |source| StartError::Listen { what, source };
@@ -322,8 +322,8 @@ fn front_tls(config: &SidecarConfig) -> Result<Option<TlsAcceptor>, ConfigError>
 const FALLBACK_VERSION: &str = "8.0.40-myquic";
 
 /// How long a client that connects right after start waits for its
-/// greeting while the sidecar learns the backend's version and the
-/// gateway's support for targets (one request, usually milliseconds).
+/// greeting while the sidecar learns the backend's version (one request,
+/// usually milliseconds; no wait when `server_version` is configured).
 /// Greeting it at once would show it the fallback version (and
 /// MySQL-style JSON) for the whole connection; waiting longer than this
 /// for a gateway that does not answer gains nothing.
@@ -358,7 +358,6 @@ async fn learn_upstream(shared: Arc<Shared>, learn_version: bool) {
                     debug!(targets, "gateway's support for session targets learned");
                 }
                 if !learn_version {
-                    shared.learned.send_replace(true);
                     return;
                 }
                 let version = reply
@@ -383,7 +382,7 @@ async fn learn_upstream(shared: Arc<Shared>, learn_version: bool) {
                     updated.server_version = version;
                     *auth = Arc::new(updated);
                 }
-                shared.learned.send_replace(true);
+                shared.version_known.send_replace(true);
                 return;
             }
             Err(e) => {
@@ -472,8 +471,8 @@ async fn serve(stream: Box<dyn Stream>, secure: bool, shared: Arc<Shared>) {
     metrics.client_connections_total.inc();
     metrics.client_connections.inc();
     let _open = scopeguard(|| metrics.client_connections.dec());
-    let mut learned = shared.learned.subscribe();
-    let _ = tokio::time::timeout(GREETING_WAIT, learned.wait_for(|done| *done)).await;
+    let mut version_known = shared.version_known.subscribe();
+    let _ = tokio::time::timeout(GREETING_WAIT, version_known.wait_for(|known| *known)).await;
     let registration = shared.registry.register();
     let auth = shared.auth.read().expect("not poisoned").clone();
     let mut handshake = Handshake::new(auth, registration.id, secure);
