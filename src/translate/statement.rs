@@ -10,14 +10,26 @@
 /// multi-statements, executable comments) returns false, and the caller
 /// asks the backend.
 pub fn keeps_session_state(sql: &str) -> bool {
+    single_statement_of(sql, &[PLAIN])
+}
+
+/// Data statements: one result each, and no effect on the session.
+const PLAIN: &[&str] = &[
+    "SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE", "SHOW", "DESCRIBE", "DESC", "EXPLAIN",
+    "WITH", "VALUES", "TABLE", "DO",
+];
+
+/// True if `sql` is one statement (no inner `;`) whose leading keyword is
+/// in one of `lists`.
+fn single_statement_of(sql: &str, lists: &[&[&str]]) -> bool {
     let Some(keyword) = leading_keyword(sql) else {
         return false;
     };
-    let plain = [
-        "SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE", "SHOW", "DESCRIBE", "DESC", "EXPLAIN",
-        "WITH", "VALUES", "TABLE", "DO",
-    ];
-    plain.iter().any(|k| keyword.eq_ignore_ascii_case(k)) && inner_semicolon(sql).is_none()
+    lists
+        .iter()
+        .flat_map(|list| list.iter())
+        .any(|k| keyword.eq_ignore_ascii_case(k))
+        && inner_semicolon(sql).is_none()
 }
 
 /// True if `sql` is one statement of a kind that answers with one result
@@ -25,15 +37,11 @@ pub fn keeps_session_state(sql: &str) -> bool {
 /// prepared `EXECUTE` or multi-statement, which may answer with several,
 /// apart in time.
 pub fn has_one_result(sql: &str) -> bool {
-    let Some(keyword) = leading_keyword(sql) else {
-        return false;
-    };
-    let single = [
-        "SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE", "SHOW", "DESCRIBE", "DESC", "EXPLAIN",
-        "WITH", "VALUES", "TABLE", "DO", "SET", "USE", "COMMIT", "ROLLBACK", "START", "CREATE",
-        "ALTER", "DROP", "TRUNCATE", "RENAME",
+    let session_and_schema = &[
+        "SET", "USE", "COMMIT", "ROLLBACK", "START", "CREATE", "ALTER", "DROP", "TRUNCATE",
+        "RENAME",
     ];
-    single.iter().any(|k| keyword.eq_ignore_ascii_case(k)) && inner_semicolon(sql).is_none()
+    single_statement_of(sql, &[PLAIN, session_and_schema])
 }
 
 /// True if `sql` may change a table's columns: DDL, and what cannot be
