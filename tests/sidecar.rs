@@ -506,45 +506,45 @@ async fn a_client_at_start_is_greeted_with_the_backend_version() {
     let one: i64 = conn.query_first("SELECT 1").await.unwrap().unwrap();
     assert_eq!(one, 1);
 
-    // A gateway that never answers delays the greeting by the bound only.
+    // A gateway that never answers delays the greeting by the bound only;
+    // a configured version is final, so nothing waits for it.
     let nowhere = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap();
-    let lonely = Chain::launch(|c| {
-        c.upstream.url = format!("https://localhost:{}", nowhere.port());
-    })
-    .await;
-    // No settings query after login: only the greeting is timed.
-    let quiet = lonely
-        .opts(LOCAL_USER, LOCAL_PASSWORD)
-        .max_allowed_packet(Some(16 << 20))
-        .wait_timeout(Some(28_800));
-    let start = std::time::Instant::now();
-    let conn = Conn::new(quiet).await.expect("the login is local");
-    let waited = start.elapsed();
+    let (conn, waited) = greeting_with_gateway_down(nowhere, None).await;
     assert!(
         waited >= std::time::Duration::from_millis(1900)
             && waited < std::time::Duration::from_secs(4),
         "{waited:?}"
     );
     assert_eq!(conn.server_version(), (8, 0, 40), "the fallback version");
+    let (conn, waited) = greeting_with_gateway_down(nowhere, Some("10.11.0-pinned")).await;
+    assert!(waited < std::time::Duration::from_secs(1), "{waited:?}");
+    assert_eq!(conn.server_version(), (10, 11, 0));
+}
 
-    // A configured version is final: nothing to wait for.
-    let pinned = Chain::launch(|c| {
-        c.upstream.url = format!("https://localhost:{}", nowhere.port());
-        c.server_version = "10.11.0-pinned".into();
+/// A fresh sidecar pointed at `gateway`, where nothing answers: a client's
+/// connection, and how long its login took.
+async fn greeting_with_gateway_down(
+    gateway: std::net::SocketAddr,
+    server_version: Option<&str>,
+) -> (Conn, std::time::Duration) {
+    let chain = Chain::launch(|c| {
+        c.upstream.url = format!("https://localhost:{}", gateway.port());
+        if let Some(v) = server_version {
+            c.server_version = v.into();
+        }
     })
     .await;
-    let quiet = pinned
+    // No settings query after login: only the greeting is timed.
+    let quiet = chain
         .opts(LOCAL_USER, LOCAL_PASSWORD)
         .max_allowed_packet(Some(16 << 20))
         .wait_timeout(Some(28_800));
     let start = std::time::Instant::now();
     let conn = Conn::new(quiet).await.expect("the login is local");
-    let waited = start.elapsed();
-    assert!(waited < std::time::Duration::from_secs(1), "{waited:?}");
-    assert_eq!(conn.server_version(), (10, 11, 0));
+    (conn, start.elapsed())
 }
 
 /// `upstream.compression` decides the codecs both ways: by default a
