@@ -49,7 +49,7 @@ pub async fn run(args: QueryArgs) -> Result<(), String> {
     let mut session = None;
     for sql in &args.sql {
         let reply = client
-            .execute(session.as_ref(), sql.as_str(), HashMap::new())
+            .execute(session.as_ref(), sql.clone(), HashMap::new())
             .await
             .map_err(|e| e.to_string())?;
         session = reply.session;

@@ -50,7 +50,7 @@ async fn execute(
     sql: &str,
 ) -> myquic::client::Reply<pb::ExecuteResponse> {
     let reply = client
-        .execute(session, sql, no_binds())
+        .execute(session, sql.to_owned(), no_binds())
         .await
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
     assert!(

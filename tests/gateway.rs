@@ -543,7 +543,7 @@ async fn stream_execute_streams_30_mb_in_bounded_messages() {
         let query = "SET STATEMENT max_recursive_iterations = 1000000 FOR WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 32000) \
                      SELECT n, REPEAT('x', 1000) AS pad FROM s";
         let req = pb::ExecuteRequest {
-            query: query.into(),
+            query: bytes::Bytes::copy_from_slice(query.as_bytes()),
             ..Default::default()
         };
         let (mut messages, mut rows_seen, mut bytes, mut largest, mut last_n) =
@@ -641,7 +641,7 @@ async fn prepare_and_bind_variables() {
 
     let exec = |query: &str, vars: Vec<(&str, BindVariable)>| {
         let req = pb::ExecuteRequest {
-            query: query.into(),
+            query: bytes::Bytes::copy_from_slice(query.as_bytes()),
             bind_variables: vars.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
             prepared: true,
             ..Default::default()
@@ -962,7 +962,7 @@ async fn stream_execute_marks_where_each_result_ends() {
         let client = &client;
         async move {
             let req = pb::ExecuteRequest {
-                query: query.into(),
+                query: bytes::Bytes::copy_from_slice(query.as_bytes()),
                 ..Default::default()
             };
             client

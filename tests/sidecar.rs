@@ -805,3 +805,59 @@ async fn bad_packets_get_an_error_and_a_close_and_others_go_on() {
     let one: i64 = conn.query_first("SELECT 1").await.unwrap().unwrap();
     assert_eq!(one, 1);
 }
+
+/// A client that goes away inside a transaction, however it goes, must
+/// not leave its row locks held until the gateway's idle timeout: its
+/// session is closed at once and the backend rolls back. `BEGIN` with a
+/// non-ASCII comment once panicked the connection, which then closed
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_gone_inside_a_transaction_releases_its_locks_at_once() {
+    let chain = Chain::start_with(|c| {
+        c.auth.users.clear();
+        c.auth.plugin = "mysql_native_password".into();
+    })
+    .await;
+    let mut direct = chain.direct().await;
+    direct
+        .query_drop("CREATE TABLE locked (id INT PRIMARY KEY, v INT)")
+        .await
+        .unwrap();
+    direct
+        .query_drop("INSERT INTO locked VALUES (1, 0)")
+        .await
+        .unwrap();
+    let query = |sql: &str| [&[0x03][..], sql.as_bytes()].concat();
+    let mut s = raw_login(chain.sidecar.addr()).await;
+    write_packet(&mut s, 0, &query("USE app")).await;
+    assert_eq!(read_packet(&mut s).await[0], 0, "USE");
+    for sql in [
+        "BEGIN /* Привет мир */",
+        "UPDATE locked SET v = 1 WHERE id = 1 -- 開始トランザクション",
+    ] {
+        write_packet(&mut s, 0, &query(sql)).await;
+        let reply = read_packet(&mut s).await;
+        assert_eq!(reply[0], 0, "{sql}: {reply:?}");
+    }
+    drop(s); // hang up, mid-transaction
+    let started = std::time::Instant::now();
+    direct
+        .query_drop("SET SESSION innodb_lock_wait_timeout = 10")
+        .await
+        .unwrap();
+    direct
+        .query_drop("UPDATE locked SET v = 2 WHERE id = 1")
+        .await
+        .expect("the row lock is released");
+    let waited = started.elapsed();
+    assert!(
+        waited < std::time::Duration::from_secs(2),
+        "lock held {waited:?} after the client left"
+    );
+    let v: i64 = direct
+        .query_first("SELECT v FROM locked WHERE id = 1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(v, 2, "the departed client's update was rolled back");
+}

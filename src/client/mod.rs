@@ -127,13 +127,14 @@ impl Client {
         self.unary(prepared, CREATE_SESSION_FIELD).await
     }
 
-    /// `Execute`: runs `query` in `session` (a new session if `None`) and
+    /// `Execute`: runs `query` (SQL text as bytes, in the session's
+    /// character set, sent unaltered) in `session` (a new session if `None`) and
     /// returns the whole result. SQL errors come back in
     /// `message.error`, with the updated session.
     pub async fn execute(
         &self,
         session: Option<&RawSession>,
-        query: impl Into<String>,
+        query: impl Into<bytes::Bytes>,
         bind_variables: HashMap<String, pb::BindVariable>,
     ) -> Result<Reply<pb::ExecuteResponse>, CallError> {
         let body = execute_body(session, query.into(), bind_variables);
@@ -146,7 +147,7 @@ impl Client {
     pub async fn stream_execute(
         &self,
         session: Option<&RawSession>,
-        query: impl Into<String>,
+        query: impl Into<bytes::Bytes>,
         bind_variables: HashMap<String, pb::BindVariable>,
     ) -> Result<ExecuteStream, CallError> {
         let body = execute_body(session, query.into(), bind_variables);
@@ -181,7 +182,7 @@ impl Client {
     pub async fn prepare(
         &self,
         session: Option<&RawSession>,
-        query: impl Into<String>,
+        query: impl Into<bytes::Bytes>,
     ) -> Result<Reply<pb::PrepareResponse>, CallError> {
         let request = pb::PrepareRequest {
             session: None,
@@ -267,7 +268,7 @@ impl Client {
 /// The body of an `Execute` or `StreamExecute` request (the same message).
 fn execute_body(
     session: Option<&RawSession>,
-    query: String,
+    query: bytes::Bytes,
     bind_variables: HashMap<String, pb::BindVariable>,
 ) -> bytes::Bytes {
     let request = pb::ExecuteRequest {

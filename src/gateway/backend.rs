@@ -187,7 +187,7 @@ impl JsonLookup<'_> {
 pub async fn run<S: ResultSink>(
     conn: &mut Conn,
     json: JsonLookup<'_>,
-    sql: &str,
+    sql: &[u8],
     sink: &mut S,
 ) -> Result<Outcome, BackendError> {
     let mut outcome = Outcome::default();
@@ -266,17 +266,43 @@ pub struct SessionFacts {
     pub autocommit: bool,
     /// `DATABASE()`: `USE`, or dropping the current database, changes it.
     pub database: Option<String>,
+    /// `@@character_set_client`: how the server reads SQL text and string
+    /// parameters.
+    pub charset: Option<String>,
+    /// `@@sql_mode`: `NO_BACKSLASH_ESCAPES` and `ANSI_QUOTES` change where
+    /// strings end (and drivers escape by the first).
+    pub sql_mode: Option<String>,
 }
 
 pub async fn session_facts(conn: &mut Conn) -> Result<SessionFacts, BackendError> {
-    let row: Option<(i64, i64, Option<String>)> = conn
-        .query_first("SELECT @@in_transaction, @@autocommit, DATABASE()")
+    // The database name as UTF-8 bytes whatever `character_set_results`
+    // the client chose (a binary column is sent unconverted).
+    type Row = (i64, i64, Option<Vec<u8>>, Option<String>, Option<String>);
+    let row: Option<Row> = conn
+        .query_first(
+            "SELECT @@in_transaction, @@autocommit, \
+             CAST(CONVERT(DATABASE() USING utf8mb4) AS BINARY), \
+             @@character_set_client, @@sql_mode",
+        )
         .await?;
-    let (in_tx, autocommit, database) = row.unwrap_or((0, 1, None));
+    let (in_tx, autocommit, database, charset, sql_mode) = row.unwrap_or((0, 1, None, None, None));
     Ok(SessionFacts {
         in_transaction: in_tx != 0,
         autocommit: autocommit != 0,
-        database,
+        database: database.and_then(|d| String::from_utf8(d).ok()),
+        charset,
+        sql_mode,
+    })
+}
+
+/// Whether the server's last OK packet had `SERVER_STATUS_NO_BACKSLASH_ESCAPES`
+/// set (`None` after an error): it tells, at no cost, that the session's
+/// `sql_mode` turned that mode on or off.
+pub fn no_backslash_escapes(conn: &Conn) -> Option<bool> {
+    use mysql_common::constants::StatusFlags;
+    conn.last_ok_packet().map(|ok| {
+        ok.status_flags()
+            .contains(StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES)
     })
 }
 
@@ -291,7 +317,7 @@ pub async fn select_database(conn: &mut Conn, database: &str) -> Result<(), Back
 pub async fn prepare(
     conn: &mut Conn,
     json: JsonLookup<'_>,
-    sql: &str,
+    sql: &[u8],
 ) -> Result<(Vec<pb::Field>, u32), BackendError> {
     let stmt = conn.prep(sql).await?;
     let fields = json.fields(&stmt.columns()).await;

@@ -124,6 +124,12 @@ impl Rpc {
             Ok(Err(lost)) => return sink.finish(Some(lost), None).await,
             Err(e) => return sink.finish(None, Some(e)).await,
         };
+        // A single result can leave in one write; where a statement ends
+        // depends on the session's character set and sql_mode.
+        sink.set_single_result(statement::has_one_result(
+            &request.query,
+            &lease.state.dialect(),
+        ));
         // Every result (and its figures) went out as it ended; the last
         // message carries the session and any error.
         let ran = self.run(&account, &mut lease, &request, &mut sink).await;
@@ -216,16 +222,19 @@ impl Rpc {
         request: &pb::ExecuteRequest,
         sink: &mut S,
     ) -> Ran {
-        let sql = match bind::substitute(&request.query, &request.bind_variables) {
-            Ok(sql) => sql,
-            Err(e) => {
-                return Ran {
-                    outcome: None,
-                    error: Some(to_rpc_error(&e.to_mysql())),
-                };
-            }
-        };
-        debug!(sql = %sql, "execute");
+        let dialect = lease.state.dialect();
+        let charset = lease.state.charset_name().to_string();
+        let sql =
+            match bind::substitute(&request.query, &request.bind_variables, &dialect, &charset) {
+                Ok(sql) => sql,
+                Err(e) => {
+                    return Ran {
+                        outcome: None,
+                        error: Some(to_rpc_error(&e.to_mysql())),
+                    };
+                }
+            };
+        debug!(sql = %String::from_utf8_lossy(&sql), "execute");
         let timeout = self.limits.query_timeout;
         let conn = match self.connection(account, lease).await {
             Ok(conn) => conn,
@@ -271,7 +280,7 @@ impl Rpc {
             }
         };
         // DDL may turn a column into JSON or back.
-        if statement::may_change_schema(&sql) {
+        if statement::may_change_schema(&sql, &dialect) {
             self.json_columns.clear();
         }
         let state = &mut *lease.state;
@@ -295,9 +304,15 @@ impl Rpc {
                 } else {
                     Vec::new()
                 };
-                // With autocommit off, even a plain statement opens a transaction.
-                let may_change = !statement::keeps_session_state(&sql)
-                    || (!state.autocommit && !state.in_transaction);
+                // With autocommit off, even a plain statement opens a
+                // transaction; and a mode the OK packet's status reports
+                // other than the session's belief (the server's default, a
+                // routine) must be read before the next scan.
+                let escapes_moved = backend::no_backslash_escapes(conn)
+                    .is_some_and(|nbe| nbe == dialect.backslash_escapes);
+                let may_change = !statement::keeps_session_state(&sql, &dialect)
+                    || (!state.autocommit && !state.in_transaction)
+                    || escapes_moved;
                 if may_change {
                     self.refresh_session_state(lease).await;
                 }
@@ -342,6 +357,8 @@ impl Rpc {
                 state.in_transaction = facts.in_transaction;
                 state.autocommit = facts.autocommit;
                 state.target = facts.database;
+                state.charset = facts.charset;
+                state.sql_mode = facts.sql_mode;
             }
             Err(BackendError::Connection(_)) => state.conn = None,
             Err(BackendError::Sql(e)) => debug!(code = e.code, "session state unavailable"),
@@ -365,6 +382,10 @@ impl Rpc {
                     message: "timed out waiting for a backend connection".into(),
                 })?
                 .map_err(|e| BackendError::from(e).to_mysql())?;
+            // A pooled connection has the pool's character set and the
+            // server's default mode, whatever the last one had.
+            state.charset = None;
+            state.sql_mode = None;
             if let Some(target) = &state.target {
                 match backend::select_database(&mut conn, target).await {
                     Ok(()) => {}

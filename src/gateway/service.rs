@@ -18,7 +18,6 @@ use crate::telemetry::TraceId;
 use crate::api::compression::SUPPORTED;
 use crate::api::connect::take_envelope;
 use crate::api::{ApiError, Code, Codec, Encoding, Framing, Method};
-use crate::translate::statement;
 use crate::transport::{Body, BodyError, Chunks, Handler, Request, Response};
 
 use super::auth::Accounts;
@@ -225,8 +224,7 @@ impl Service {
                     limits.compress_min_bytes,
                     limits.stream_message_bytes,
                     tx,
-                )
-                .single_result(statement::has_one_result(&req.query));
+                );
                 let service = self.clone();
                 let transport = request.version.as_str();
                 let in_flight = InFlight::new(&self.in_flight);

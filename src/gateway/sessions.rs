@@ -17,6 +17,7 @@ use sha2::Sha256;
 use crate::api::pb::vitess::query::v22::{ExecuteOptions, execute_options::IncludedFields};
 use crate::api::pb::{self, VitessSession};
 use crate::api::{ApiError, Code};
+use crate::translate::sql_text::Dialect;
 
 /// How long the gateway remembers that an expired session held a
 /// transaction, to refuse it clearly rather than start afresh.
@@ -41,6 +42,39 @@ pub struct SessionState {
     /// first statement. Cleared when the backend refuses it, which the
     /// client sees as an empty `target_string`.
     pub target: Option<String>,
+    /// `@@character_set_client` and `@@sql_mode` as last read from the
+    /// backend (`None`: not read since the connection was taken, so the
+    /// pool's: utf8mb4 and the server's default mode). They decide how SQL
+    /// text is scanned ([`SessionState::dialect`]) and travel in the
+    /// cookie's `system_variables`, where a sidecar reads them for the
+    /// same reason and for the status flags drivers escape by.
+    pub charset: Option<String>,
+    pub sql_mode: Option<String>,
+}
+
+impl SessionState {
+    /// How the backend reads this session's SQL text.
+    pub fn dialect(&self) -> Dialect {
+        Dialect::from_variables(self.charset.as_deref(), self.sql_mode.as_deref())
+    }
+
+    /// The character set string parameters are read in.
+    pub fn charset_name(&self) -> &str {
+        self.charset.as_deref().unwrap_or("utf8mb4")
+    }
+}
+
+/// The session variables a client must know, as a Vitess session keeps
+/// the ones a client set: values as SQL string literals.
+fn system_variables(state: &SessionState) -> HashMap<String, String> {
+    let quoted = |v: &str| format!("'{}'", v.replace('\'', "''"));
+    [
+        ("character_set_client", &state.charset),
+        ("sql_mode", &state.sql_mode),
+    ]
+    .into_iter()
+    .filter_map(|(name, value)| Some((name.to_string(), quoted(value.as_deref()?))))
+    .collect()
 }
 
 /// One registered session.
@@ -247,6 +281,7 @@ impl Sessions {
             warnings: state.warnings.clone(),
             ddl_strategy: "direct".into(),
             session_uuid: slot.id.clone(),
+            system_variables: system_variables(state),
             enable_system_settings: true,
             ..Default::default()
         };

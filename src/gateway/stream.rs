@@ -67,6 +67,12 @@ impl StreamSink {
         self
     }
 
+    /// [`single_result`](Self::single_result), once the session (and so
+    /// how its SQL is read) is known.
+    pub fn set_single_result(&mut self, single: bool) {
+        self.single_result = single;
+    }
+
     /// Sends the rows batched so far as one message.
     pub async fn flush(&mut self) {
         if self.pending.is_empty() {

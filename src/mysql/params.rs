@@ -113,7 +113,7 @@ impl StatementParams {
         let mut vars = HashMap::with_capacity(count);
         for (i, (ty, long)) in self.types.iter().zip(long_data).enumerate() {
             let var = match long {
-                Some(data) => string_var(data.freeze()),
+                Some(data) => string_var(ty.column_type, data.freeze()),
                 None if null_bitmap[i / 8] & (1 << (i % 8)) != 0 => null_var(),
                 None => read_value(&mut reader, *ty)?,
             };
@@ -185,9 +185,11 @@ fn read_value(reader: &mut Reader<'_>, ty: ParamType) -> Result<BindVariable, My
         ),
         MYSQL_TYPE_TIME => text_var(Type::Time, param_time(reader.counted()?).text()),
         MYSQL_TYPE_BIT => var(Type::Varbinary, reader.lenenc_bytes()?),
-        // STRING, VAR_STRING, VARCHAR, the BLOBs, ENUM, SET, JSON, GEOMETRY
-        // and anything unknown: a length-encoded string, as the server reads it.
-        _ => string_var(reader.lenenc_bytes()?),
+        // The BLOBs are binary strings to the server (`my_charset_bin`, no
+        // conversion); STRING, VAR_STRING, VARCHAR, ENUM, SET, JSON,
+        // GEOMETRY and anything unknown are text in the connection's
+        // character set (`character_set_client`), whatever its bytes.
+        column_type => string_var(column_type, reader.lenenc_bytes()?),
     })
 }
 
@@ -207,15 +209,17 @@ fn null_var() -> BindVariable {
     var(Type::NullType, Bytes::new())
 }
 
-/// Text is VARCHAR so comparisons use the column's collation; bytes that
-/// are not UTF-8 can only be VARBINARY.
-fn string_var(value: Bytes) -> BindVariable {
-    let ty = if std::str::from_utf8(&value).is_ok() {
-        Type::Varchar
-    } else {
-        Type::Varbinary
-    };
-    var(ty, value)
+/// A string parameter: bytes to the server for the BLOB types, text in
+/// the client's character set for the others (never checked or converted
+/// here: the bytes are the client's).
+fn string_var(column_type: ColumnType, value: Bytes) -> BindVariable {
+    use ColumnType::*;
+    match column_type {
+        MYSQL_TYPE_TINY_BLOB | MYSQL_TYPE_MEDIUM_BLOB | MYSQL_TYPE_LONG_BLOB | MYSQL_TYPE_BLOB => {
+            var(Type::Varbinary, value)
+        }
+        _ => var(Type::Varchar, value),
+    }
 }
 
 fn int_var<const N: usize>(
@@ -325,7 +329,15 @@ fn param_time(binary: &[u8]) -> Time {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::translate::bind::substitute;
+    /// The gateway's substitution, in utf8mb4 with the default `sql_mode`.
+    fn substitute(
+        sql: &str,
+        vars: &HashMap<String, BindVariable>,
+    ) -> Result<String, crate::translate::bind::BindError> {
+        let dialect = crate::translate::sql_text::Dialect::default();
+        crate::translate::bind::substitute(sql.as_bytes(), vars, &dialect, "utf8mb4")
+            .map(|sql| String::from_utf8(sql.into_owned()).expect("ASCII"))
+    }
     use mysql_common::Value;
     use mysql_common::packets::ComStmtExecuteRequestBuilder;
     use mysql_common::proto::MySerialize;
@@ -396,8 +408,9 @@ mod tests {
             ty(Type::Float64, "1.0000000149011612e-1"),
             ty(Type::Float64, "1.7976931348623157e308"),
             ty(Type::Varchar, "héllo 😀"),
+            // VAR_STRING: text in the client's character set, bytes as sent.
             (
-                Type::Varbinary,
+                Type::Varchar,
                 String::from_utf8_lossy(&[0, 159, 255]).into_owned(),
             ),
             ty(Type::NullType, ""),
@@ -493,13 +506,13 @@ mod tests {
                 String::from_utf8_lossy(&[1, 0xff]).into_owned(),
             ),
             ty(Type::Varchar, r#"{"a":1}"#),
-            ty(Type::Varchar, &"z".repeat(300)),
+            ty(Type::Varbinary, &"z".repeat(300)),
             ty(Type::Varchar, "x"),
             ty(Type::Varchar, "small"),
             ty(Type::NullType, ""),
             ty(Type::Decimal, "1.50"),
             (
-                Type::Varbinary,
+                Type::Varchar,
                 String::from_utf8_lossy(&[0, 0, 0xff]).into_owned(),
             ),
         ];
@@ -542,9 +555,10 @@ mod tests {
         );
         let vars = params.bind(&payload).unwrap();
         assert_eq!(bound(&vars, "v1"), ty(Type::Int64, "7"));
+        // Declared BLOB: bytes to the server.
         assert_eq!(
             bound(&vars, "v2"),
-            ty(Type::Varchar, "part one, part two 😀")
+            ty(Type::Varbinary, "part one, part two 😀")
         );
         // Forgotten after the execute: now the packet must carry v2.
         assert_eq!(params.bind(&payload).unwrap_err().code, 1835);

@@ -3,9 +3,12 @@
 //! written back as MySQL packets while it streams in.
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use bytes::Bytes;
+use futures_util::FutureExt;
 use tracing::Instrument;
 
 use crate::api::pb;
@@ -18,6 +21,7 @@ use crate::mysql::{CapabilityFlags, response};
 use crate::translate::cursor::Cursor;
 use crate::translate::errors::{MysqlError, from_rpc_message};
 use crate::translate::results::{ResultWriter, RowFormat};
+use crate::translate::sql_text::{Charset, Dialect};
 use crate::translate::statement;
 
 use crate::mysql::auth::{Authenticated, Handshake};
@@ -45,7 +49,8 @@ const WRITE_CHUNK: usize = 64 * 1024;
 
 /// A prepared statement: the text, and what its parameters were bound to.
 struct Prepared {
-    sql: String,
+    /// The client's bytes, in its character set.
+    sql: Bytes,
     params: StatementParams,
     /// Columns of its result set (0: none), as the prepare reported them:
     /// only a statement with a result set opens a cursor.
@@ -166,9 +171,22 @@ impl Connection {
                     // requests and logged by the gateway.
                     let trace = TraceId::random();
                     let span = tracing::info_span!("command", trace_id = %trace);
-                    trace
-                        .scope(self.dispatch(packet, &mut out).instrument(span))
-                        .await
+                    let seq = packet.seq;
+                    let command = trace.scope(self.dispatch(packet, &mut out).instrument(span));
+                    // No input may panic; if a bug does, the connection
+                    // must still end the way every other end does: its
+                    // session closed below, its transaction rolled back
+                    // at once rather than holding locks until the
+                    // gateway's idle timeout.
+                    match AssertUnwindSafe(command).catch_unwind().await {
+                        Ok(next) => next,
+                        Err(_) => {
+                            tracing::error!("a command panicked; closing the connection");
+                            out = Packets::reply_to(seq);
+                            response::err(&mut out, &errors::internal_failure());
+                            Next::Close
+                        }
+                    }
                 }
             };
             if self.io.write(&mut out).await.is_err() || self.io.flush().await.is_err() {
@@ -224,13 +242,10 @@ impl Connection {
         match command {
             Command::Quit => Next::Close,
             Command::Ping => self.ok(out),
-            Command::Query(sql) => {
-                let sql = String::from_utf8_lossy(&sql).into_owned();
-                self.query(sql, out).await
-            }
+            Command::Query(sql) => self.query(sql, out).await,
             Command::InitDb(db) => {
-                let db = String::from_utf8_lossy(&db).replace('`', "``");
-                self.run_statement(format!("USE `{db}`"), HashMap::new(), RowFormat::Text, out)
+                let sql = quoted_statement(&self.dialect(), b"USE ", &db, b"");
+                self.run_statement(sql, HashMap::new(), RowFormat::Text, out)
                     .await
             }
             Command::FieldList { table, .. } => self.field_list(&table, out).await,
@@ -278,10 +293,7 @@ impl Connection {
                 Next::Continue
             }
             Command::ProcessKill(id) => self.kill(u64::from(id), false, out),
-            Command::StmtPrepare(sql) => {
-                let sql = String::from_utf8_lossy(&sql).into_owned();
-                self.prepare(sql, out).await
-            }
+            Command::StmtPrepare(sql) => self.prepare(sql, out).await,
             Command::StmtExecute {
                 stmt_id,
                 params,
@@ -328,21 +340,27 @@ impl Connection {
         }
     }
 
+    /// How the backend reads this connection's SQL text.
+    fn dialect(&self) -> Dialect {
+        self.session.dialect(Charset::from_collation(self.charset))
+    }
+
     fn ok(&self, out: &mut Packets) -> Next {
         response::ok(out, self.caps, 0, 0, self.session.status(), 0, "");
         Next::Continue
     }
 
-    async fn query(&mut self, sql: String, out: &mut Packets) -> Next {
+    async fn query(&mut self, sql: Bytes, out: &mut Packets) -> Next {
         // A KILL naming none of ours names a backend thread id
-        // (CONNECTION_ID()), which the backend itself handles.
-        if let Some(kill) = command::parse_kill(&sql)
+        // (CONNECTION_ID()), which the backend itself handles. (A KILL
+        // statement is ASCII; other text cannot be one.)
+        if let Some(kill) = std::str::from_utf8(&sql).ok().and_then(command::parse_kill)
             && self.shared.registry.kill(kill.id, kill.query_only)
         {
             return self.ok(out);
         }
         if !self.multi_statements
-            && let Some(second) = statement::second_statement(&sql)
+            && let Some(second) = statement::second_statement(&sql, &self.dialect())
         {
             let auth = self.shared.auth.read().expect("not poisoned").clone();
             let mariadb = auth.server_version.contains("MariaDB");
@@ -356,11 +374,11 @@ impl Connection {
             .await
     }
 
-    async fn prepare(&mut self, sql: String, out: &mut Packets) -> Next {
+    async fn prepare(&mut self, sql: Bytes, out: &mut Packets) -> Next {
         let reply = match self
             .shared
             .client
-            .prepare(self.session.cookie(), &sql)
+            .prepare(self.session.cookie(), sql.clone())
             .await
         {
             Ok(reply) => reply,
@@ -428,12 +446,11 @@ impl Connection {
     }
 
     async fn field_list(&mut self, table: &[u8], out: &mut Packets) -> Next {
-        let table = String::from_utf8_lossy(table).replace('`', "``");
-        let sql = format!("SELECT * FROM `{table}` LIMIT 0");
+        let sql = quoted_statement(&self.dialect(), b"SELECT * FROM ", table, b" LIMIT 0");
         let reply = match self
             .shared
             .client
-            .execute(self.session.cookie(), &sql, HashMap::new())
+            .execute(self.session.cookie(), sql, HashMap::new())
             .await
         {
             Ok(r) => r,
@@ -553,7 +570,7 @@ impl Connection {
     /// statement at the backend).
     async fn run_statement(
         &mut self,
-        sql: String,
+        sql: Bytes,
         binds: HashMap<String, pb::BindVariable>,
         format: RowFormat,
         out: &mut Packets,
@@ -567,7 +584,7 @@ impl Connection {
     /// `COM_STMT_FETCH`.
     async fn run_with_cursor(
         &mut self,
-        sql: String,
+        sql: Bytes,
         binds: HashMap<String, pb::BindVariable>,
         format: RowFormat,
         cursor: Option<u32>,
@@ -579,7 +596,7 @@ impl Connection {
         let stream = self
             .shared
             .client
-            .stream_execute(self.session.cookie(), &sql, binds)
+            .stream_execute(self.session.cookie(), sql, binds)
             .await;
         let mut stream: ExecuteStream = match stream {
             Ok(s) => s,
@@ -832,5 +849,51 @@ impl Connection {
         } else {
             Next::Continue
         }
+    }
+}
+
+/// `prefix`, `name` as a backtick-quoted identifier, then `suffix`: the
+/// statement a command that names a database or table stands for. The
+/// name's bytes are the client's, in its character set, unaltered but for
+/// doubled backticks — counted by character, since in gbk or sjis a
+/// character may end in the byte of a backtick.
+fn quoted_statement(dialect: &Dialect, prefix: &[u8], name: &[u8], suffix: &[u8]) -> Bytes {
+    let mut sql = Vec::with_capacity(prefix.len() + name.len() + suffix.len() + 4);
+    sql.extend_from_slice(prefix);
+    sql.push(b'`');
+    let mut i = 0;
+    while i < name.len() {
+        let next = dialect.next(name, i);
+        if name[i..next] == *b"`" {
+            sql.push(b'`');
+        }
+        sql.extend_from_slice(&name[i..next]);
+        i = next;
+    }
+    sql.push(b'`');
+    sql.extend_from_slice(suffix);
+    Bytes::from(sql)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoted_names_double_backticks_by_character() {
+        let utf8 = Dialect::default();
+        assert_eq!(
+            &quoted_statement(&utf8, b"USE ", b"a`b", b"")[..],
+            b"USE `a``b`"
+        );
+        // 0x8160 is one gbk character: its 0x60 is no backtick.
+        let gbk = Dialect {
+            charset: Charset::Gbk,
+            ..Dialect::default()
+        };
+        assert_eq!(
+            &quoted_statement(&gbk, b"USE ", b"\x81\x60`", b"")[..],
+            b"USE `\x81\x60```"
+        );
     }
 }

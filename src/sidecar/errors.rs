@@ -76,6 +76,17 @@ pub fn cursor_too_large(limit: usize) -> MysqlError {
     )
 }
 
+/// A command that failed inside the sidecar (a bug): the connection
+/// closes and its upstream session is closed, rolling back its
+/// transaction, so nothing it held stays locked.
+pub fn internal_failure() -> MysqlError {
+    error(
+        1105,
+        "HY000",
+        "The sidecar failed while running this command; the connection is closed and its transaction rolled back",
+    )
+}
+
 /// ER_PS_MANY_PARAM.
 pub fn too_many_placeholders() -> MysqlError {
     error(
@@ -100,11 +111,12 @@ pub fn interrupted() -> MysqlError {
 /// statement, which starts at `second`): drivers and tests match on it.
 /// MariaDB (`mariadb`) names itself and marks a cut quote with "...";
 /// MySQL cuts the quote at 80 characters.
-pub fn multi_statements_disabled(sql: &str, second: usize, mariadb: bool) -> MysqlError {
-    let rest = &sql[second..];
-    let line = sql[..second].matches('\n').count() + 1;
+pub fn multi_statements_disabled(sql: &[u8], second: usize, mariadb: bool) -> MysqlError {
+    // The statement runs nowhere: only the message quotes it (as text).
+    let rest = String::from_utf8_lossy(&sql[second..]);
+    let line = sql[..second].iter().filter(|&&c| c == b'\n').count() + 1;
     let near: String = if rest.chars().count() <= 80 {
-        rest.to_string()
+        rest.into_owned()
     } else if mariadb {
         rest.chars().take(77).chain("...".chars()).collect()
     } else {

@@ -7,6 +7,7 @@ use prost::Message;
 use crate::api::pb;
 use crate::client::RawSession;
 use crate::mysql::StatusFlags;
+use crate::translate::sql_text::{Charset, Dialect};
 
 #[derive(Default)]
 pub struct Session {
@@ -100,7 +101,10 @@ impl Session {
         self.target_refused
     }
 
-    /// Server status flags for OK/EOF packets.
+    /// Server status flags for OK/EOF packets. Drivers read
+    /// `NO_BACKSLASH_ESCAPES` to choose how they escape strings (quote
+    /// doubling instead of backslashes): a flag missing here makes their
+    /// escaping wrong for the server, which is an injection.
     pub fn status(&self) -> StatusFlags {
         let mut s = StatusFlags::empty();
         if self.autocommit {
@@ -109,7 +113,28 @@ impl Session {
         if self.in_transaction {
             s |= StatusFlags::SERVER_STATUS_IN_TRANS;
         }
+        if !self.dialect(Charset::AsciiSafe).backslash_escapes {
+            s |= StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES;
+        }
         s
+    }
+
+    /// How the backend reads this session's SQL: the character set and
+    /// `sql_mode` the gateway reports in the session's system variables,
+    /// or `login` (the handshake's character set) until it has.
+    pub fn dialect(&self, login: Charset) -> Dialect {
+        let variables = self
+            .cookie
+            .as_ref()
+            .and_then(|c| c.view().vitess_session.as_ref())
+            .map(|v| &v.system_variables);
+        let variable = |name: &str| variables.and_then(|v| v.get(name)).map(String::as_str);
+        let mut dialect =
+            Dialect::from_variables(variable("character_set_client"), variable("sql_mode"));
+        if variable("character_set_client").is_none() {
+            dialect.charset = login;
+        }
+        dialect
     }
 }
 

@@ -4,14 +4,16 @@
 //! the variable `name` (`::name` likewise, for tuples). Placeholders inside
 //! quotes, backtick identifiers and comments are left alone. Values become
 //! literals that cannot escape their position whatever the `sql_mode`:
-//! numbers are checked to be numbers, strings become `_utf8mb4 X'…'`, bytes
-//! `X'…'`.
+//! numbers are checked to be numbers, strings become hex in the session's
+//! character set (`_gbk X'…'`), bytes `X'…'`. SQL text is bytes, scanned
+//! as the server's lexer reads it (see [`Dialect`]).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
-use std::fmt::Write;
 
 use crate::api::pb::{BindVariable, Type, Value};
 use crate::translate::errors::MysqlError;
+use crate::translate::sql_text::Dialect;
 use crate::translate::types::{is_binary, is_numeric};
 
 /// Why a query and its bind variables could not be combined.
@@ -36,63 +38,109 @@ impl BindError {
 
 /// Replaces placeholders in `sql` with the literals of `vars`. Without
 /// variables the text is returned unchanged, so a literal `?` is harmless.
-pub fn substitute(sql: &str, vars: &HashMap<String, BindVariable>) -> Result<String, BindError> {
+/// `sql` is scanned as the server will read it (`dialect`: the session's
+/// character set and `sql_mode`), and string values are introduced as
+/// `charset` (the session's `character_set_client`, the character set a
+/// server reads string parameters in).
+pub fn substitute<'a>(
+    sql: &'a [u8],
+    vars: &HashMap<String, BindVariable>,
+    dialect: &Dialect,
+    charset: &str,
+) -> Result<Cow<'a, [u8]>, BindError> {
     if vars.is_empty() {
-        return Ok(sql.to_string());
+        return Ok(Cow::Borrowed(sql));
     }
-    let bytes = sql.as_bytes();
-    let mut out = String::with_capacity(sql.len() + 16 * vars.len());
+    let strings = StringLiterals::new(charset);
+    let mut out = Vec::with_capacity(sql.len() + 16 * vars.len());
     let mut positional = 0usize;
     let mut copied = 0usize;
     let mut i = 0usize;
-    while i < bytes.len() {
-        if let Some(end) = skip_non_code(bytes, i) {
+    while i < sql.len() {
+        if let Some(end) = dialect.skip_non_code(sql, i) {
             i = end;
             continue;
         }
-        match bytes[i] {
+        match sql[i] {
             b'?' => {
                 positional += 1;
                 let name = format!("v{positional}");
-                out.push_str(&sql[copied..i]);
-                push_literal(&mut out, &name, vars)?;
+                out.extend_from_slice(&sql[copied..i]);
+                push_literal(&mut out, &name, vars, &strings)?;
                 i += 1;
                 copied = i;
             }
-            b':' if i == 0 || bytes[i - 1] != b':' => {
-                let start = if bytes.get(i + 1) == Some(&b':') {
+            b':' if i == 0 || sql[i - 1] != b':' => {
+                let start = if sql.get(i + 1) == Some(&b':') {
                     i + 2
                 } else {
                     i + 1
                 };
-                let end = ident_end(bytes, start);
-                let is_name = end > start && !bytes[start].is_ascii_digit();
-                if is_name && vars.contains_key(&sql[start..end]) {
-                    out.push_str(&sql[copied..i]);
-                    push_literal(&mut out, &sql[start..end], vars)?;
+                let end = ident_end(sql, start);
+                let is_name = end > start && !sql[start].is_ascii_digit();
+                // ASCII by `ident_end`.
+                let name = std::str::from_utf8(&sql[start..end]).unwrap_or_default();
+                if is_name && vars.contains_key(name) {
+                    out.extend_from_slice(&sql[copied..i]);
+                    push_literal(&mut out, name, vars, &strings)?;
                     copied = end;
                     i = end;
                 } else {
                     i += 1;
                 }
             }
-            _ => i += 1,
+            _ => i = dialect.next(sql, i),
         }
     }
-    out.push_str(&sql[copied..]);
-    Ok(out)
+    out.extend_from_slice(&sql[copied..]);
+    Ok(Cow::Owned(out))
+}
+
+/// How string values become literals: hex with an introducer naming the
+/// character set the server reads string parameters in (`_gbk X'…'`).
+struct StringLiterals {
+    introducer: String,
+    /// The character set is UTF-8, whose validity can be checked here.
+    utf8: bool,
+}
+
+impl StringLiterals {
+    /// A name that is not a plain identifier (it comes from the backend,
+    /// but is spliced into SQL) falls back to utf8mb4.
+    fn new(charset: &str) -> Self {
+        let plain = !charset.is_empty()
+            && charset
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'_');
+        let charset = if plain { charset } else { "utf8mb4" };
+        Self {
+            introducer: format!("_{charset} X"),
+            utf8: charset.to_ascii_lowercase().starts_with("utf8"),
+        }
+    }
+
+    /// A server copies a string parameter's bytes without checking them
+    /// (an invalid one still fits a VARBINARY column), while an introducer
+    /// makes it check them: bytes that are not UTF-8 in a UTF-8 session
+    /// go as a binary string, as the server would store them.
+    fn push(&self, out: &mut Vec<u8>, text: &[u8]) {
+        if self.utf8 && std::str::from_utf8(text).is_err() {
+            push_hex(out, "X", text);
+        } else {
+            push_hex(out, &self.introducer, text);
+        }
+    }
 }
 
 /// Counts the `?` placeholders outside quotes and comments.
-pub fn count_placeholders(sql: &str) -> usize {
-    let bytes = sql.as_bytes();
+pub fn count_placeholders(sql: &[u8], dialect: &Dialect) -> usize {
     let (mut i, mut n) = (0, 0);
-    while i < bytes.len() {
-        match skip_non_code(bytes, i) {
+    while i < sql.len() {
+        match dialect.skip_non_code(sql, i) {
             Some(end) => i = end,
             None => {
-                n += usize::from(bytes[i] == b'?');
-                i += 1;
+                n += usize::from(sql[i] == b'?');
+                i = dialect.next(sql, i);
             }
         }
     }
@@ -100,9 +148,10 @@ pub fn count_placeholders(sql: &str) -> usize {
 }
 
 fn push_literal(
-    out: &mut String,
+    out: &mut Vec<u8>,
     name: &str,
     vars: &HashMap<String, BindVariable>,
+    strings: &StringLiterals,
 ) -> Result<(), BindError> {
     let var = vars
         .get(name)
@@ -115,28 +164,28 @@ fn push_literal(
         if var.values.is_empty() {
             return Err(invalid("empty tuple"));
         }
-        out.push('(');
+        out.push(b'(');
         for (k, value) in var.values.iter().enumerate() {
             if k > 0 {
-                out.push_str(", ");
+                out.extend_from_slice(b", ");
             }
-            push_value(out, value).map_err(|r| invalid(&r))?;
+            push_value(out, value, strings).map_err(|r| invalid(&r))?;
         }
-        out.push(')');
+        out.push(b')');
         return Ok(());
     }
     let value = Value {
         r#type: var.r#type,
         value: var.value.clone(),
     };
-    push_value(out, &value).map_err(|r| invalid(&r))
+    push_value(out, &value, strings).map_err(|r| invalid(&r))
 }
 
-fn push_value(out: &mut String, value: &Value) -> Result<(), String> {
+fn push_value(out: &mut Vec<u8>, value: &Value, strings: &StringLiterals) -> Result<(), String> {
     let ty = Type::try_from(value.r#type).map_err(|_| format!("unknown type {}", value.r#type))?;
     let text = &value.value[..];
     match ty {
-        Type::NullType => out.push_str("NULL"),
+        Type::NullType => out.extend_from_slice(b"NULL"),
         Type::Tuple | Type::Expression | Type::Raw | Type::RowTuple => {
             return Err(format!("type {} cannot be bound here", ty.as_str_name()));
         }
@@ -145,18 +194,15 @@ fn push_value(out: &mut String, value: &Value) -> Result<(), String> {
         Type::Bitnum => push_checked(out, text, is_bitnum, "0b bit number")?,
         _ if is_numeric(ty) => push_checked(out, text, is_number, "number")?,
         _ if is_binary(ty) || ty == Type::Bit => push_hex(out, "X", text),
-        _ => {
-            if std::str::from_utf8(text).is_err() {
-                return Err(format!("{} value is not valid UTF-8", ty.as_str_name()));
-            }
-            push_hex(out, "_utf8mb4 X", text)
-        }
+        // Text is the client's bytes in its character set: never checked
+        // or converted here, the server reads it as it would a parameter.
+        _ => strings.push(out, text),
     }
     Ok(())
 }
 
 fn push_checked(
-    out: &mut String,
+    out: &mut Vec<u8>,
     text: &[u8],
     valid: fn(&[u8]) -> bool,
     what: &str,
@@ -164,17 +210,20 @@ fn push_checked(
     if !valid(text) {
         return Err(format!("value is not a valid {what}"));
     }
-    out.push_str(std::str::from_utf8(text).expect("validated as ASCII"));
+    out.extend_from_slice(text);
     Ok(())
 }
 
-fn push_hex(out: &mut String, prefix: &str, bytes: &[u8]) {
-    out.push_str(prefix);
-    out.push('\'');
+fn push_hex(out: &mut Vec<u8>, prefix: &str, bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    out.reserve(prefix.len() + 2 + 2 * bytes.len());
+    out.extend_from_slice(prefix.as_bytes());
+    out.push(b'\'');
     for b in bytes {
-        write!(out, "{b:02X}").expect("writing to a String cannot fail");
+        out.push(HEX[usize::from(b >> 4)]);
+        out.push(HEX[usize::from(b & 15)]);
     }
-    out.push('\'');
+    out.push(b'\'');
 }
 
 fn is_number(s: &[u8]) -> bool {
@@ -221,57 +270,6 @@ fn is_bitnum(s: &[u8]) -> bool {
         && s[2..].iter().all(|c| *c == b'0' || *c == b'1')
 }
 
-/// If a quoted string, quoted identifier or comment starts at `i`, the
-/// index just past it; placeholders inside those are not placeholders.
-fn skip_non_code(bytes: &[u8], i: usize) -> Option<usize> {
-    match bytes[i] {
-        q @ (b'\'' | b'"' | b'`') => Some(skip_quoted(bytes, i, q)),
-        b'#' => Some(skip_line(bytes, i)),
-        b'-' if bytes.get(i + 1) == Some(&b'-')
-            && bytes.get(i + 2).is_none_or(|c| c.is_ascii_whitespace()) =>
-        {
-            Some(skip_line(bytes, i))
-        }
-        b'/' if bytes.get(i + 1) == Some(&b'*') => Some(skip_block_comment(bytes, i)),
-        _ => None,
-    }
-}
-
-/// Index just past a quoted string or identifier starting at `start`.
-/// Handles doubled quotes and, in strings, backslash escapes.
-fn skip_quoted(bytes: &[u8], start: usize, quote: u8) -> usize {
-    let mut i = start + 1;
-    while i < bytes.len() {
-        let c = bytes[i];
-        if c == b'\\' && quote != b'`' {
-            i += 2;
-        } else if c == quote {
-            if bytes.get(i + 1) == Some(&quote) {
-                i += 2;
-            } else {
-                return i + 1;
-            }
-        } else {
-            i += 1;
-        }
-    }
-    bytes.len()
-}
-
-fn skip_line(bytes: &[u8], start: usize) -> usize {
-    bytes[start..]
-        .iter()
-        .position(|&c| c == b'\n')
-        .map_or(bytes.len(), |p| start + p + 1)
-}
-
-fn skip_block_comment(bytes: &[u8], start: usize) -> usize {
-    bytes[start + 2..]
-        .windows(2)
-        .position(|w| w == b"*/")
-        .map_or(bytes.len(), |p| start + 2 + p + 2)
-}
-
 fn ident_end(bytes: &[u8], start: usize) -> usize {
     bytes[start..]
         .iter()
@@ -292,6 +290,44 @@ mod tests {
         }
     }
 
+    /// `substitute` in utf8mb4 with the default `sql_mode`, as text.
+    fn sub(sql: &str, vars: &HashMap<String, BindVariable>) -> Result<String, BindError> {
+        substitute(sql.as_bytes(), vars, &Dialect::default(), "utf8mb4")
+            .map(|b| String::from_utf8(b.into_owned()).unwrap())
+    }
+
+    #[test]
+    fn placeholders_as_the_server_lexes_them() {
+        use crate::translate::sql_text::Charset;
+        let v = vars(&[("v1", var(Type::Varchar, b"\xe5\x81"))]);
+        // 0xE55C is one gbk character: the string ends at the quote after
+        // it, and the `?` is a placeholder; the value keeps its bytes.
+        let gbk = Dialect {
+            charset: Charset::Gbk,
+            ..Dialect::default()
+        };
+        let sql = substitute(b"SELECT '\xe5\\', ?", &v, &gbk, "gbk").unwrap();
+        assert_eq!(&sql[..], &b"SELECT '\xe5\\', _gbk X'E581'"[..]);
+        // Bytes that are not UTF-8 pass through, text or value.
+        let latin1 = substitute(b"SELECT 'caf\xe9', ?", &v, &Dialect::default(), "latin1");
+        assert_eq!(
+            &latin1.unwrap()[..],
+            &b"SELECT 'caf\xe9', _latin1 X'E581'"[..]
+        );
+        // A character set name that is not an identifier is never spliced;
+        // bytes that are not UTF-8 in a UTF-8 session go as a binary string.
+        let odd = substitute(
+            b"?, ?",
+            &vars(&[
+                ("v1", var(Type::Varchar, b"ok")),
+                ("v2", var(Type::Varchar, b"\xff")),
+            ]),
+            &Dialect::default(),
+            "x' OR 1",
+        );
+        assert_eq!(&odd.unwrap()[..], &b"_utf8mb4 X'6F6B', X'FF'"[..]);
+    }
+
     fn vars(list: &[(&str, BindVariable)]) -> HashMap<String, BindVariable> {
         list.iter()
             .map(|(k, v)| (k.to_string(), v.clone()))
@@ -305,7 +341,7 @@ mod tests {
             ("v2", var(Type::Varchar, b"it's")),
             ("name", var(Type::NullType, b"")),
         ]);
-        let sql = substitute("select ?, '?', `a?`, ? /* ? */ -- ?\n, :name, @x := 1", &v).unwrap();
+        let sql = sub("select ?, '?', `a?`, ? /* ? */ -- ?\n, :name, @x := 1", &v).unwrap();
         assert_eq!(
             sql,
             "select 42, '?', `a?`, _utf8mb4 X'69742773' /* ? */ -- ?\n, NULL, @x := 1"
@@ -329,18 +365,18 @@ mod tests {
             ],
         };
         let v = vars(&[("ids", tuple)]);
-        assert_eq!(substitute("x in ::ids", &v).unwrap(), "x in (1, X'00FF')");
+        assert_eq!(sub("x in ::ids", &v).unwrap(), "x in (1, X'00FF')");
     }
 
     #[test]
     fn injection_is_impossible() {
         let v = vars(&[("v1", var(Type::Int64, b"1 OR 1=1"))]);
         assert!(matches!(
-            substitute("select ?", &v),
+            sub("select ?", &v),
             Err(BindError::Invalid { .. })
         ));
         let v = vars(&[("v1", var(Type::Varchar, b"'; DROP TABLE t; --"))]);
-        let sql = substitute("select ?", &v).unwrap();
+        let sql = sub("select ?", &v).unwrap();
         assert!(!sql.contains('\'') || sql.starts_with("select _utf8mb4 X'"));
         assert!(!sql.contains("DROP"));
     }
@@ -348,10 +384,7 @@ mod tests {
     #[test]
     fn missing_variable_is_an_error() {
         let v = vars(&[("v1", var(Type::Int64, b"1"))]);
-        assert_eq!(
-            substitute("select ?, ?", &v),
-            Err(BindError::Missing("v2".into()))
-        );
+        assert_eq!(sub("select ?, ?", &v), Err(BindError::Missing("v2".into())));
     }
 
     #[test]
@@ -375,6 +408,9 @@ mod tests {
 
     #[test]
     fn counts_placeholders() {
-        assert_eq!(count_placeholders("select ?, '?', \"?\", ? # ?"), 2);
+        assert_eq!(
+            count_placeholders(b"select ?, '?', \"?\", ? # ?", &Dialect::default()),
+            2
+        );
     }
 }

@@ -6,5 +6,6 @@ pub mod cursor;
 pub mod errors;
 pub mod results;
 pub mod rows;
+pub mod sql_text;
 pub mod statement;
 pub mod types;

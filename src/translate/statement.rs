@@ -1,16 +1,20 @@
 //! Cheap statement classification, used to avoid asking the backend for the
 //! session's state (transaction, default database) after statements that
-//! cannot change it.
+//! cannot change it, and to find multi-statements. SQL is bytes in the
+//! client's character set, read as the server's lexer reads it
+//! ([`Dialect`]).
+
+use super::sql_text::{Dialect, is_executable_comment};
 
 /// True if `sql` is a single plain data statement (SELECT, INSERT, UPDATE,
 /// DELETE, REPLACE, SHOW, …). Such a statement cannot start or end a
 /// transaction, nor change autocommit: with autocommit on it commits
 /// itself, inside a transaction it stays inside. Nor can it change the
-/// default database. Anything else (BEGIN, COMMIT, SET, USE, DDL, CALL,
-/// multi-statements, executable comments) returns false, and the caller
-/// asks the backend.
-pub fn keeps_session_state(sql: &str) -> bool {
-    single_statement_of(sql, &[PLAIN])
+/// default database, the character set or the `sql_mode`. Anything else
+/// (BEGIN, COMMIT, SET, USE, DDL, CALL, multi-statements, executable
+/// comments) returns false, and the caller asks the backend.
+pub fn keeps_session_state(sql: &[u8], dialect: &Dialect) -> bool {
+    single_statement_of(sql, dialect, &[PLAIN])
 }
 
 /// Data statements: one result each, and no effect on the session.
@@ -21,68 +25,74 @@ const PLAIN: &[&str] = &[
 
 /// True if `sql` is one statement (no inner `;`) whose leading keyword is
 /// in one of `lists`.
-fn single_statement_of(sql: &str, lists: &[&[&str]]) -> bool {
+fn single_statement_of(sql: &[u8], dialect: &Dialect, lists: &[&[&str]]) -> bool {
     let Some(keyword) = leading_keyword(sql) else {
         return false;
     };
     lists
         .iter()
         .flat_map(|list| list.iter())
-        .any(|k| keyword.eq_ignore_ascii_case(k))
-        && inner_semicolon(sql).is_none()
+        .any(|k| keyword.eq_ignore_ascii_case(k.as_bytes()))
+        && inner_semicolon(sql, dialect).is_none()
 }
 
 /// True if `sql` is one statement of a kind that answers with one result
 /// (a result set or an OK): not a procedure call, compound statement,
 /// prepared `EXECUTE` or multi-statement, which may answer with several,
 /// apart in time.
-pub fn has_one_result(sql: &str) -> bool {
+pub fn has_one_result(sql: &[u8], dialect: &Dialect) -> bool {
     let session_and_schema = &[
         "SET", "USE", "COMMIT", "ROLLBACK", "START", "CREATE", "ALTER", "DROP", "TRUNCATE",
         "RENAME",
     ];
-    single_statement_of(sql, &[PLAIN, session_and_schema])
+    single_statement_of(sql, dialect, &[PLAIN, session_and_schema])
 }
 
 /// True if `sql` may change a table's columns: DDL, and what cannot be
 /// told apart cheaply (routines, multi-statements, executable comments).
-pub fn may_change_schema(sql: &str) -> bool {
+pub fn may_change_schema(sql: &[u8], dialect: &Dialect) -> bool {
     let Some(keyword) = leading_keyword(sql) else {
         return true;
     };
     let schema = [
         "CREATE", "ALTER", "DROP", "RENAME", "TRUNCATE", "CALL", "EXECUTE",
     ];
-    schema.iter().any(|k| keyword.eq_ignore_ascii_case(k)) || inner_semicolon(sql).is_some()
+    schema
+        .iter()
+        .any(|k| keyword.eq_ignore_ascii_case(k.as_bytes()))
+        || inner_semicolon(sql, dialect).is_some()
 }
 
 /// The first word of the statement, after whitespace, comments and
 /// opening parentheses; `None` for executable comments (`/*! … */`).
-pub fn leading_keyword(sql: &str) -> Option<&str> {
-    let bytes = sql.as_bytes();
+/// Comments end at ASCII bytes no multibyte character contains, so no
+/// character set is needed here.
+pub fn leading_keyword(sql: &[u8]) -> Option<&[u8]> {
     let mut i = 0;
     loop {
-        while i < bytes.len() && (bytes[i].is_ascii_whitespace() || bytes[i] == b'(') {
+        while i < sql.len() && (sql[i].is_ascii_whitespace() || sql[i] == b'(') {
             i += 1;
         }
-        if bytes[i..].starts_with(b"/*") {
-            if bytes[i..].starts_with(b"/*!") || bytes[i..].starts_with(b"/*M!") {
+        let rest = &sql[i..];
+        if rest.starts_with(b"/*") {
+            if is_executable_comment(rest) {
                 return None;
             }
-            let end = bytes[i + 2..].windows(2).position(|w| w == b"*/")?;
+            let end = rest[2..].windows(2).position(|w| w == b"*/")?;
             i += 2 + end + 2;
-        } else if bytes[i..].starts_with(b"#") || bytes[i..].starts_with(b"-- ") {
-            let end = bytes[i..].iter().position(|&c| c == b'\n')?;
+        } else if rest.starts_with(b"#") || rest.starts_with(b"-- ") {
+            let end = rest.iter().position(|&c| c == b'\n')?;
             i += end + 1;
         } else {
             break;
         }
     }
-    let end = bytes[i..]
+    let rest = &sql[i..];
+    let len = rest
         .iter()
         .position(|c| !c.is_ascii_alphabetic())
-        .map_or(bytes.len(), |p| i + p);
-    (end > i).then(|| &sql[i..end])
+        .unwrap_or(rest.len());
+    (len > 0).then(|| &rest[..len])
 }
 
 /// Whether `sql` holds several statements, which a client that did not
@@ -90,51 +100,47 @@ pub fn leading_keyword(sql: &str) -> Option<&str> {
 /// injected `; DROP TABLE …` from executing). Routine and trigger bodies
 /// (`CREATE … BEGIN …; …; END`) and compound statements are one statement
 /// despite their semicolons.
-pub fn is_multi_statement(sql: &str) -> bool {
-    second_statement(sql).is_some()
+pub fn is_multi_statement(sql: &[u8], dialect: &Dialect) -> bool {
+    second_statement(sql, dialect).is_some()
 }
 
 /// Where the second statement of a multi-statement `sql` starts (past the
 /// whitespace after the first `;`), as [`is_multi_statement`] decides.
-pub fn second_statement(sql: &str) -> Option<usize> {
+pub fn second_statement(sql: &[u8], dialect: &Dialect) -> Option<usize> {
     let compound = leading_keyword(sql).is_some_and(|k| {
         // `k` borrows from `sql`: what follows it.
         let at = k.as_ptr() as usize - sql.as_ptr() as usize;
-        let rest = sql[at + k.len()..].trim_start();
+        let rest = sql[at + k.len()..].trim_ascii_start();
         ["CREATE", "IF", "CASE", "LOOP", "WHILE", "REPEAT", "FOR"]
             .iter()
-            .any(|c| k.eq_ignore_ascii_case(c))
-            || (k.eq_ignore_ascii_case("BEGIN")
-                && rest.len() >= 10
-                && rest[..10].eq_ignore_ascii_case("NOT ATOMIC"))
+            .any(|c| k.eq_ignore_ascii_case(c.as_bytes()))
+            || (k.eq_ignore_ascii_case(b"BEGIN")
+                && rest
+                    .get(..10)
+                    .is_some_and(|r| r.eq_ignore_ascii_case(b"NOT ATOMIC")))
     });
     if compound {
         return None;
     }
-    inner_semicolon(sql)
+    inner_semicolon(sql, dialect)
 }
 
-/// A `;` outside quotes with something after it: more than one statement.
-/// Returns where that something starts.
-fn inner_semicolon(sql: &str) -> Option<usize> {
-    let bytes = sql.as_bytes();
-    let mut quote = None;
+/// A `;` outside quotes and comments, as the server's lexer finds them,
+/// with something after it: more than one statement. Returns where that
+/// something starts.
+fn inner_semicolon(sql: &[u8], dialect: &Dialect) -> Option<usize> {
     let mut i = 0;
-    while i < bytes.len() {
-        let c = bytes[i];
-        match quote {
-            Some(q) if c == b'\\' && q != b'`' => i += 1,
-            Some(q) if c == q => quote = None,
-            Some(_) => {}
-            None if matches!(c, b'\'' | b'"' | b'`') => quote = Some(c),
-            None if c == b';' => {
-                let rest = &sql[i + 1..];
-                let skipped = rest.len() - rest.trim_start().len();
-                return (!rest.trim().is_empty()).then_some(i + 1 + skipped);
-            }
-            None => {}
+    while i < sql.len() {
+        if let Some(end) = dialect.skip_non_code(sql, i) {
+            i = end;
+            continue;
         }
-        i += 1;
+        if sql[i] == b';' {
+            let rest = &sql[i + 1..];
+            let skipped = rest.len() - rest.trim_ascii_start().len();
+            return (!rest.trim_ascii().is_empty()).then_some(i + 1 + skipped);
+        }
+        i = dialect.next(sql, i);
     }
     None
 }
@@ -159,6 +165,56 @@ pub fn set_names(collation_id: u16) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::translate::sql_text::Charset;
+
+    const D: Dialect = Dialect {
+        charset: Charset::AsciiSafe,
+        backslash_escapes: true,
+        ansi_quotes: false,
+    };
+
+    #[test]
+    fn multibyte_text_never_panics() {
+        // Once sliced by bytes inside a character: a panic that killed the
+        // connection and left its transaction's locks held.
+        for sql in [
+            "BEGIN /* Привет мир */",
+            "BEGIN; -- начало транзакции",
+            "BEGIN -- 開始トランザクション",
+            "BEGIN NOT ATOMI",
+            "BEGIN é",
+        ] {
+            let _ = is_multi_statement(sql.as_bytes(), &D);
+            let _ = keeps_session_state(sql.as_bytes(), &D);
+            let _ = has_one_result(sql.as_bytes(), &D);
+        }
+        assert!(!is_multi_statement("BEGIN /* Привет мир */".as_bytes(), &D));
+        assert!(is_multi_statement(
+            "BEGIN; UPDATE t SET x = 'Привет'".as_bytes(),
+            &D
+        ));
+    }
+
+    #[test]
+    fn multi_statements_as_the_server_lexes_them() {
+        let gbk = Dialect {
+            charset: Charset::Gbk,
+            ..D
+        };
+        // 0xE55C is one gbk character: the quote after it ends the string,
+        // and what follows the `;` is a second statement.
+        let sql = b"SELECT '\xe5\\'; DROP TABLE t; -- '";
+        assert!(is_multi_statement(sql, &gbk));
+        assert!(!is_multi_statement(sql, &D));
+        let nbe = Dialect {
+            backslash_escapes: false,
+            ..D
+        };
+        let sql = b"SELECT '\\'; DROP TABLE t; -- '";
+        assert!(is_multi_statement(sql, &nbe));
+        assert!(!is_multi_statement(sql, &D));
+        assert!(!is_multi_statement(b"SELECT 1 -- x; y", &D));
+    }
 
     #[test]
     fn schema_changes() {
@@ -170,7 +226,7 @@ mod tests {
             "SELECT 1; ALTER TABLE t ADD x INT",
             "CALL p()",
         ] {
-            assert!(may_change_schema(sql), "{sql}");
+            assert!(may_change_schema(sql.as_bytes(), &D), "{sql}");
         }
         for sql in [
             "SELECT j FROM t",
@@ -178,7 +234,7 @@ mod tests {
             "INSERT INTO t VALUES (1)",
             "BEGIN",
         ] {
-            assert!(!may_change_schema(sql), "{sql}");
+            assert!(!may_change_schema(sql.as_bytes(), &D), "{sql}");
         }
     }
 
@@ -197,46 +253,67 @@ mod tests {
 
     #[test]
     fn multi_statements() {
-        assert!(!is_multi_statement("SELECT 1"));
-        assert!(!is_multi_statement("SELECT 1;"));
-        assert!(!is_multi_statement("SELECT ';' FROM t; "));
-        assert!(is_multi_statement("SELECT 1; DROP TABLE t"));
-        assert!(is_multi_statement("BEGIN; DELETE FROM t"));
-        assert_eq!(second_statement("SELECT 1;\n  SELECT 2"), Some(12));
+        assert!(!is_multi_statement("SELECT 1".as_bytes(), &D));
+        assert!(!is_multi_statement("SELECT 1;".as_bytes(), &D));
+        assert!(!is_multi_statement("SELECT ';' FROM t; ".as_bytes(), &D));
+        assert!(is_multi_statement("SELECT 1; DROP TABLE t".as_bytes(), &D));
+        assert!(is_multi_statement("BEGIN; DELETE FROM t".as_bytes(), &D));
+        assert_eq!(
+            second_statement("SELECT 1;\n  SELECT 2".as_bytes(), &D),
+            Some(12)
+        );
         assert!(!is_multi_statement(
-            "CREATE PROCEDURE p() BEGIN SELECT 1; SELECT 2; END"
+            "CREATE PROCEDURE p() BEGIN SELECT 1; SELECT 2; END".as_bytes(),
+            &D
         ));
         assert!(!is_multi_statement(
-            "BEGIN NOT ATOMIC SELECT 1; SELECT 2; END"
+            "BEGIN NOT ATOMIC SELECT 1; SELECT 2; END".as_bytes(),
+            &D
         ));
     }
 
     #[test]
     fn classification() {
-        assert!(keeps_session_state("  select 1"));
-        assert!(keeps_session_state("/* c */ (SELECT 1) UNION (SELECT 2);"));
-        assert!(keeps_session_state("insert into t values (';begin')"));
-        assert!(!keeps_session_state("BEGIN"));
-        assert!(!keeps_session_state("start transaction"));
-        assert!(!keeps_session_state("commit"));
-        assert!(!keeps_session_state("set autocommit=0"));
-        assert!(!keeps_session_state("create table t (a int)"));
-        assert!(!keeps_session_state("select 1; commit"));
-        assert!(!keeps_session_state("/*!40101 begin */"));
-        assert!(!keeps_session_state("call p()"));
-        assert!(!keeps_session_state("use test"));
-        assert!(has_one_result(" select 1"));
-        assert!(has_one_result("insert into t values (';')"));
-        assert!(!has_one_result("select 1; select 2"));
-        assert!(!has_one_result("call p()"));
-        assert!(!has_one_result("execute s"));
-        assert!(!has_one_result("/*!50000 select 1 */"));
-        assert!(!has_one_result("begin not atomic select 1; select 2; end"));
-        assert!(!has_one_result(
-            "create procedure p() begin select 1; select 2; end"
+        assert!(keeps_session_state("  select 1".as_bytes(), &D));
+        assert!(keeps_session_state(
+            "/* c */ (SELECT 1) UNION (SELECT 2);".as_bytes(),
+            &D
         ));
-        assert!(!keeps_session_state("drop database test"));
-        assert!(!keeps_session_state(""));
-        assert_eq!(leading_keyword("-- x\n# y\n  update t"), Some("update"));
+        assert!(keeps_session_state(
+            "insert into t values (';begin')".as_bytes(),
+            &D
+        ));
+        assert!(!keeps_session_state("BEGIN".as_bytes(), &D));
+        assert!(!keeps_session_state("start transaction".as_bytes(), &D));
+        assert!(!keeps_session_state("commit".as_bytes(), &D));
+        assert!(!keeps_session_state("set autocommit=0".as_bytes(), &D));
+        assert!(!keeps_session_state(
+            "create table t (a int)".as_bytes(),
+            &D
+        ));
+        assert!(!keeps_session_state("select 1; commit".as_bytes(), &D));
+        assert!(!keeps_session_state("/*!40101 begin */".as_bytes(), &D));
+        assert!(!keeps_session_state("call p()".as_bytes(), &D));
+        assert!(!keeps_session_state("use test".as_bytes(), &D));
+        assert!(has_one_result(" select 1".as_bytes(), &D));
+        assert!(has_one_result("insert into t values (';')".as_bytes(), &D));
+        assert!(!has_one_result("select 1; select 2".as_bytes(), &D));
+        assert!(!has_one_result("call p()".as_bytes(), &D));
+        assert!(!has_one_result("execute s".as_bytes(), &D));
+        assert!(!has_one_result("/*!50000 select 1 */".as_bytes(), &D));
+        assert!(!has_one_result(
+            "begin not atomic select 1; select 2; end".as_bytes(),
+            &D
+        ));
+        assert!(!has_one_result(
+            "create procedure p() begin select 1; select 2; end".as_bytes(),
+            &D
+        ));
+        assert!(!keeps_session_state("drop database test".as_bytes(), &D));
+        assert!(!keeps_session_state("".as_bytes(), &D));
+        assert_eq!(
+            leading_keyword(b"-- x\n# y\n  update t"),
+            Some(&b"update"[..])
+        );
     }
 }

@@ -226,7 +226,7 @@ impl Client {
     ) -> Result<pb::ExecuteResponse, ApiError> {
         let req = pb::ExecuteRequest {
             session: session.cloned(),
-            query: query.into(),
+            query: bytes::Bytes::copy_from_slice(query.as_bytes()),
             ..Default::default()
         };
         self.call(Method::Execute, &req).await

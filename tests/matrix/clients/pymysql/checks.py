@@ -249,6 +249,121 @@ def check_cursor():
     raise Skip("PyMySQL has no server-side cursors (SSCursor streams an unbuffered text result)")
 
 
+# Multibyte character sets whose characters may end in 0x5C ("\\"). Each
+# value is a character of the set, then a quote: escaped correctly by the
+# driver, the whole value is one string literal to a server that reads the
+# text in that character set, so no row matches. A proxy that alters the
+# bytes (or scans them as another character set) turns it into code.
+CHARSET_ATTACKS = {
+    # The attack as reported: 0xE581 in gbk, before an escaped quote.
+    "gbk": [b"\xe5\x81".decode("gbk"), b"\x95\x5c".decode("gbk")],
+    "big5": [b"\xa4\x40".decode("big5"), b"\xa5\x5c".decode("big5")],
+    "sjis": [b"\x88\x9f".decode("shift_jis"), b"\x95\x5c".decode("shift_jis")],
+}
+
+
+def check_charset_injection():
+    t = f"{P}_owners"
+    setup = connect(autocommit=True)
+    with setup.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {t}")
+        cur.execute(f"CREATE TABLE {t} (owner VARCHAR(64), secret VARCHAR(64)) CHARSET utf8mb4")
+        cur.execute(f"INSERT INTO {t} VALUES ('alice', 's1'), ('bob', 's2')")
+    setup.close()
+    answers = {}
+    for charset, leads in CHARSET_ATTACKS.items():
+        conn = connect(autocommit=True, charset=charset)
+        for k, lead in enumerate(leads):
+            for tail in ("' OR 1=1 -- ", "'; SELECT 'second' -- "):
+                try:
+                    answers[f"{charset}/{k}/{tail[:3]}"] = query(
+                        conn, f"SELECT owner, secret FROM {t} WHERE owner = %s", (lead + tail,))
+                except pymysql.MySQLError as e:
+                    answers[f"{charset}/{k}/{tail[:3]}"] = error(e)
+        # The characters themselves cross intact, both ways.
+        answers[f"{charset}/echo"] = query(conn, "SELECT %s AS v, HEX(%s) AS h", (leads[1], leads[1]))
+        conn.close()
+    # latin1 text is stored as latin1 means it, not as U+FFFD.
+    conn = connect(autocommit=True, charset="latin1")
+    with conn.cursor() as cur:
+        cur.execute(f"INSERT INTO {t} VALUES (%s, 'latin1')", ("caf\u00e9",))
+    answers["latin1"] = query(conn, f"SELECT owner, HEX(owner) FROM {t} WHERE secret = 'latin1'")
+    conn.close()
+    return answers
+
+
+def check_no_backslash_escapes():
+    # PyMySQL escapes by the status flag SERVER_STATUS_NO_BACKSLASH_ESCAPES:
+    # a server (or proxy) that does not report the mode gets backslash
+    # escaping, which this mode reads as a quote that ends the string.
+    t = f"{P}_nbe"
+    conn = connect(autocommit=True)
+    with conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {t}")
+        cur.execute(f"CREATE TABLE {t} (owner VARCHAR(64))")
+        cur.execute(f"INSERT INTO {t} VALUES ('alice'), ('bob')")
+        cur.execute("SET SESSION sql_mode = 'NO_BACKSLASH_ESCAPES'")
+    flag = bool(conn.server_status & 0x0200)
+    answers = {"flag_after_set": flag}
+    for value in ("\\' OR 1=1 -- ", "x\\", "it's"):
+        try:
+            answers[value] = query(conn, f"SELECT owner FROM {t} WHERE owner = %s", (value,))
+        except pymysql.MySQLError as e:
+            answers[value] = error(e)
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION sql_mode = DEFAULT")
+    answers["flag_after_default"] = bool(conn.server_status & 0x0200)
+    conn.close()
+    return answers
+
+
+def check_bytes_in_sql_text():
+    # Binary values in the text protocol (PyMySQL sends bytes as
+    # _binary'…' with the raw bytes in the statement), and SQL text that is
+    # not valid in its character set, which the server must refuse itself.
+    t = f"{P}_bin"
+    conn = connect(autocommit=True)
+    answers = {}
+    with conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {t}")
+        cur.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, b VARBINARY(300))")
+        cur.execute(f"INSERT INTO {t} VALUES (1, %s), (2, %s)", (b"\x00F\xfe", bytes(range(256))))
+        cur.execute(f"SELECT id, LENGTH(b), HEX(b), b FROM {t} ORDER BY id")
+        answers["binary"] = rows(cur.fetchall())
+        # Bytes, which PyMySQL sends as they are.
+        for sql in (b"SET NAMES utf8", f"DROP TABLE IF EXISTS {P}_comment".encode(),
+                    f"CREATE TABLE {P}_comment (x INT COMMENT 'a".encode() + b"\xff')"):
+            try:
+                cur.execute(sql)
+                answers[sql.hex()] = "ok"
+            except pymysql.MySQLError as e:
+                answers[sql.hex()] = error(e)
+    conn.close()
+    return answers
+
+
+def check_multibyte_comment():
+    # Statements led by a keyword and followed by non-ASCII comments once
+    # killed the connection (and left its transaction open).
+    t = f"{P}_mbc"
+    conn = connect()
+    answers = []
+    with conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {t}")
+        cur.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY)")
+        for sql in ("BEGIN /* Привет мир */", f"INSERT INTO {t} VALUES (1)",
+                    "COMMIT -- 開始トランザクション", "BEGIN -- 開始トランザクション",
+                    f"INSERT INTO {t} VALUES (2)", "ROLLBACK /* début */",
+                    f"SELECT id FROM {t} /* ☃ */ ORDER BY id"):
+            try:
+                cur.execute(sql)
+                answers.append([sql, rows(cur.fetchall())])
+            except pymysql.MySQLError as e:
+                answers.append([sql, error(e)])
+    conn.close()
+    return answers
+
+
 run([
     ("connect", check_connect),
     ("tls", check_tls),
@@ -263,4 +378,8 @@ run([
     ("switch_database", check_switch_database),
     ("pool_reset_ping", check_pool_reset_ping),
     ("cursor", check_cursor),
+    ("charset_injection", check_charset_injection),
+    ("no_backslash_escapes", check_no_backslash_escapes),
+    ("bytes_in_sql_text", check_bytes_in_sql_text),
+    ("multibyte_comment", check_multibyte_comment),
 ])

@@ -1,0 +1,223 @@
+//! The proto3 JSON form of the two requests that carry SQL text.
+//!
+//! `ExecuteRequest.query` and `PrepareRequest.query` are `bytes` in our
+//! copy of the proto (the protobuf wire form of a string), so that SQL in
+//! any connection character set reaches the backend byte for byte. Their
+//! JSON form stays what the published API says — a string — so these two
+//! messages get this hand-written mapping instead of pbjson's (which
+//! would use base64). JSON can only carry text: a query that is not UTF-8
+//! fails to encode with a clear error, never an altered one.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use bytes::Bytes;
+use serde::de::{self, MapAccess, Visitor};
+use serde::ser::{self, SerializeStruct};
+
+use super::pb::{BindVariable, ExecuteRequest, PrepareRequest, Session};
+
+/// The fields both requests share, plus `prepared` (Execute only).
+#[derive(Default)]
+struct QueryRequest {
+    session: Option<Session>,
+    query: Bytes,
+    bind_variables: HashMap<String, BindVariable>,
+    prepared: bool,
+}
+
+const EXECUTE_FIELDS: &[&str] = &[
+    "session",
+    "query",
+    "bind_variables",
+    "bindVariables",
+    "prepared",
+];
+const PREPARE_FIELDS: &[&str] = &["session", "query", "bind_variables", "bindVariables"];
+
+fn query_text<E: ser::Error>(query: &[u8]) -> Result<&str, E> {
+    std::str::from_utf8(query).map_err(|_| {
+        E::custom("the query is not valid UTF-8, which JSON cannot carry; use application/proto")
+    })
+}
+
+fn serialize_request<S: serde::Serializer>(
+    serializer: S,
+    name: &'static str,
+    request: &QueryRequest,
+    with_prepared: bool,
+) -> Result<S::Ok, S::Error> {
+    let fields = usize::from(request.session.is_some())
+        + usize::from(!request.query.is_empty())
+        + usize::from(!request.bind_variables.is_empty())
+        + usize::from(with_prepared && request.prepared);
+    let mut out = serializer.serialize_struct(name, fields)?;
+    if let Some(session) = &request.session {
+        out.serialize_field("session", session)?;
+    }
+    if !request.query.is_empty() {
+        out.serialize_field("query", query_text::<S::Error>(&request.query)?)?;
+    }
+    if !request.bind_variables.is_empty() {
+        out.serialize_field("bindVariables", &request.bind_variables)?;
+    }
+    if with_prepared && request.prepared {
+        out.serialize_field("prepared", &true)?;
+    }
+    out.end()
+}
+
+struct RequestVisitor {
+    name: &'static str,
+    fields: &'static [&'static str],
+}
+
+impl<'de> Visitor<'de> for RequestVisitor {
+    type Value = QueryRequest;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "struct {}", self.name)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<QueryRequest, A::Error> {
+        let mut request = QueryRequest::default();
+        let mut seen: Vec<&'static str> = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let Some(&field) = self.fields.iter().find(|f| **f == key) else {
+                return Err(de::Error::unknown_field(&key, self.fields));
+            };
+            // `bind_variables` and `bindVariables` are one field.
+            let canonical = if field == "bindVariables" {
+                "bind_variables"
+            } else {
+                field
+            };
+            if seen.contains(&canonical) {
+                return Err(de::Error::duplicate_field(canonical));
+            }
+            seen.push(canonical);
+            match canonical {
+                "session" => request.session = map.next_value()?,
+                "query" => {
+                    let text: Option<String> = map.next_value()?;
+                    request.query = text.map(Bytes::from).unwrap_or_default();
+                }
+                "bind_variables" => {
+                    let vars: Option<HashMap<String, BindVariable>> = map.next_value()?;
+                    request.bind_variables = vars.unwrap_or_default();
+                }
+                _ => {
+                    let prepared: Option<bool> = map.next_value()?;
+                    request.prepared = prepared.unwrap_or_default();
+                }
+            }
+        }
+        Ok(request)
+    }
+}
+
+impl serde::Serialize for ExecuteRequest {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let request = QueryRequest {
+            session: self.session.clone(),
+            query: self.query.clone(),
+            bind_variables: self.bind_variables.clone(),
+            prepared: self.prepared,
+        };
+        serialize_request(serializer, "psdb.v1alpha1.ExecuteRequest", &request, true)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ExecuteRequest {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let visitor = RequestVisitor {
+            name: "psdb.v1alpha1.ExecuteRequest",
+            fields: EXECUTE_FIELDS,
+        };
+        let r = deserializer.deserialize_struct(visitor.name, EXECUTE_FIELDS, visitor)?;
+        Ok(ExecuteRequest {
+            session: r.session,
+            query: r.query,
+            bind_variables: r.bind_variables,
+            prepared: r.prepared,
+        })
+    }
+}
+
+impl serde::Serialize for PrepareRequest {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let request = QueryRequest {
+            session: self.session.clone(),
+            query: self.query.clone(),
+            bind_variables: self.bind_variables.clone(),
+            prepared: false,
+        };
+        serialize_request(serializer, "psdb.v1alpha1.PrepareRequest", &request, false)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for PrepareRequest {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let visitor = RequestVisitor {
+            name: "psdb.v1alpha1.PrepareRequest",
+            fields: PREPARE_FIELDS,
+        };
+        let r = deserializer.deserialize_struct(visitor.name, PREPARE_FIELDS, visitor)?;
+        Ok(PrepareRequest {
+            session: r.session,
+            query: r.query,
+            bind_variables: r.bind_variables,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_is_a_json_string_both_ways() {
+        let json = r#"{"query":"SELECT 'é'","bindVariables":{"v1":{"type":"INT64","value":"MQ=="}},"prepared":true}"#;
+        let request: ExecuteRequest = serde_json::from_str(json).unwrap();
+        assert_eq!(&request.query[..], "SELECT 'é'".as_bytes());
+        assert!(request.prepared);
+        assert_eq!(&request.bind_variables["v1"].value[..], b"1");
+        let back = serde_json::to_string(&request).unwrap();
+        let again: ExecuteRequest = serde_json::from_str(&back).unwrap();
+        assert_eq!(again, request);
+        let snake: PrepareRequest =
+            serde_json::from_str(r#"{"query":"SELECT ?","bind_variables":{}}"#).unwrap();
+        assert_eq!(&snake.query[..], b"SELECT ?");
+    }
+
+    #[test]
+    fn defaults_are_omitted_and_null_is_default() {
+        assert_eq!(
+            serde_json::to_string(&ExecuteRequest::default()).unwrap(),
+            "{}"
+        );
+        let r: ExecuteRequest =
+            serde_json::from_str(r#"{"query":null,"session":null,"prepared":null}"#).unwrap();
+        assert_eq!(r, ExecuteRequest::default());
+    }
+
+    #[test]
+    fn text_json_cannot_carry_is_refused_not_altered() {
+        let request = ExecuteRequest {
+            query: Bytes::from_static(b"SELECT '\xe5\x81\\'"),
+            ..Default::default()
+        };
+        let e = serde_json::to_string(&request).unwrap_err();
+        assert!(e.to_string().contains("not valid UTF-8"), "{e}");
+    }
+
+    #[test]
+    fn unknown_and_duplicate_fields_are_errors() {
+        assert!(serde_json::from_str::<PrepareRequest>(r#"{"prepared":true}"#).is_err());
+        assert!(serde_json::from_str::<ExecuteRequest>(r#"{"sql":"x"}"#).is_err());
+        assert!(
+            serde_json::from_str::<ExecuteRequest>(r#"{"bindVariables":{},"bind_variables":{}}"#)
+                .is_err()
+        );
+    }
+}
