@@ -13,7 +13,11 @@ use crate::api::{ApiError, Code};
 pub struct Account {
     pub username: String,
     password_digest: [u8; 32],
+    /// Connections opened with `CLIENT_FOUND_ROWS` (the API's default).
     pub pool: mysql_async::Pool,
+    /// Connections opened without it, for sessions that ask so (MySQL
+    /// clients' default): the flag is fixed at a connection's handshake.
+    pub changed_rows_pool: mysql_async::Pool,
     pub database: Option<String>,
 }
 
@@ -22,13 +26,24 @@ impl Account {
         username: String,
         password: &str,
         pool: mysql_async::Pool,
+        changed_rows_pool: mysql_async::Pool,
         database: Option<String>,
     ) -> Self {
         Self {
             username,
             password_digest: Sha256::digest(password.as_bytes()).into(),
             pool,
+            changed_rows_pool,
             database,
+        }
+    }
+
+    /// The pool a session's connections come from.
+    pub fn pool_for(&self, client_found_rows: bool) -> &mysql_async::Pool {
+        if client_found_rows {
+            &self.pool
+        } else {
+            &self.changed_rows_pool
         }
     }
 }

@@ -59,6 +59,7 @@ pub fn pool(
     user: &str,
     password: &str,
     database: Option<&str>,
+    client_found_rows: bool,
 ) -> mysql_async::Pool {
     let mut setup = vec!["SET NAMES utf8mb4".to_string()];
     if let Some(db) = database {
@@ -73,7 +74,7 @@ pub fn pool(
         .user(Some(user))
         .pass(Some(password))
         .db_name(database)
-        .client_found_rows(true)
+        .client_found_rows(client_found_rows)
         .setup(setup)
         .stmt_cache_size(0)
         .pool_opts(

@@ -129,8 +129,10 @@ impl Gateway {
         let warm = config.backend.warm_connections;
         for account in service.accounts.iter().cloned() {
             tasks.spawn(async move {
-                if let Err(e) = backend::warm(&account.pool, warm).await {
-                    warn!(user = %account.username, error = ?e.to_mysql().message, "could not pre-warm backend connections");
+                for pool in [&account.pool, &account.changed_rows_pool] {
+                    if let Err(e) = backend::warm(pool, warm).await {
+                        warn!(user = %account.username, error = ?e.to_mysql().message, "could not pre-warm backend connections");
+                    }
                 }
             });
         }
@@ -199,8 +201,10 @@ impl Gateway {
         for account in self.service.accounts.iter() {
             // Waits for the pool's connections to be reset (rolled back)
             // and closed.
-            let pool = account.pool.clone();
-            let _ = tokio::time::timeout(Duration::from_secs(5), pool.disconnect()).await;
+            for pool in [&account.pool, &account.changed_rows_pool] {
+                let pool = pool.clone();
+                let _ = tokio::time::timeout(Duration::from_secs(5), pool.disconnect()).await;
+            }
         }
         finished
     }
@@ -220,16 +224,20 @@ fn accounts(config: &GatewayConfig) -> Result<Accounts, ConfigError> {
             None => password.clone(),
         };
         let backend_user = cred.backend_user.as_deref().unwrap_or(&cred.username);
-        let pool = backend::pool(
-            &config.backend,
-            backend_user,
-            &backend_password,
-            cred.database.as_deref(),
-        );
+        let pool = |found_rows| {
+            backend::pool(
+                &config.backend,
+                backend_user,
+                &backend_password,
+                cred.database.as_deref(),
+                found_rows,
+            )
+        };
         list.push(Account::new(
             cred.username.clone(),
             &password,
-            pool,
+            pool(true),
+            pool(false),
             cred.database.clone(),
         ));
     }

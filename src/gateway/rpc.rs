@@ -374,7 +374,8 @@ impl Rpc {
     ) -> Result<&'a mut mysql_async::Conn, MysqlError> {
         let state = &mut *lease.state;
         if state.conn.is_none() {
-            let mut conn = tokio::time::timeout(self.connect_timeout, account.pool.get_conn())
+            let pool = account.pool_for(state.client_found_rows);
+            let mut conn = tokio::time::timeout(self.connect_timeout, pool.get_conn())
                 .await
                 .map_err(|_| MysqlError {
                     code: 2013,

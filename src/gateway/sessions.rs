@@ -50,6 +50,10 @@ pub struct SessionState {
     /// same reason and for the status flags drivers escape by.
     pub charset: Option<String>,
     pub sql_mode: Option<String>,
+    /// Affected rows count the rows matched (the MySQL client flag
+    /// `CLIENT_FOUND_ROWS`, a Vitess session's `options.client_found_rows`):
+    /// the session's connections come from the pool opened with that flag.
+    pub client_found_rows: bool,
 }
 
 impl SessionState {
@@ -156,12 +160,15 @@ impl Sessions {
         let Some(vitess) = named else {
             // The only place a client's target counts: afterwards the
             // cookie merely reports it.
-            let target = cookie
-                .and_then(|c| c.vitess_session.as_ref())
+            let asked = cookie.and_then(|c| c.vitess_session.as_ref());
+            let target = asked
                 .map(|v| v.target_string.as_str())
                 .filter(|t| !t.is_empty());
             let mut lease = self.create(owner, new_id()).map_err(Refusal::Api)?;
             lease.state.target = target.map(str::to_string);
+            if let Some(options) = asked.and_then(|v| v.options.as_ref()) {
+                lease.state.client_found_rows = options.client_found_rows;
+            }
             return Ok(lease);
         };
         let id = &vitess.session_uuid;
@@ -271,7 +278,7 @@ impl Sessions {
             autocommit: state.autocommit,
             options: Some(ExecuteOptions {
                 included_fields: IncludedFields::All as i32,
-                client_found_rows: true,
+                client_found_rows: state.client_found_rows,
                 ..Default::default()
             }),
             target_string: state.target.clone().unwrap_or_default(),
@@ -302,6 +309,9 @@ impl Sessions {
         let state = SessionState {
             autocommit: true,
             row_count: -1,
+            // What psdb clients have always had here; a request may ask
+            // otherwise.
+            client_found_rows: true,
             ..Default::default()
         };
         let slot = Arc::new(Slot {

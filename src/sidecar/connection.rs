@@ -31,7 +31,7 @@ use super::Shared;
 use super::errors;
 use super::io::{Framed, IoError};
 use super::registry::Registration;
-use super::session::Session;
+use super::session::{NewSession, Session};
 
 /// Whether the connection goes on after a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,6 +98,8 @@ pub struct Connection {
     cursors: HashMap<u32, OpenCursor>,
     next_statement: u32,
     multi_statements: bool,
+    /// What each new upstream session is asked for.
+    new_session: NewSession,
 }
 
 impl Connection {
@@ -109,6 +111,13 @@ impl Connection {
         login: &Authenticated,
     ) -> Self {
         let caps = login.capabilities;
+        // Only a gateway that takes session requests (ours) is asked.
+        let new_session = NewSession {
+            found_rows: shared
+                .upstream_targets
+                .load(Ordering::Relaxed)
+                .then(|| caps.contains(CapabilityFlags::CLIENT_FOUND_ROWS)),
+        };
         Self {
             io,
             shared,
@@ -117,7 +126,8 @@ impl Connection {
             multi_statements: caps.contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS),
             caps,
             style: login.column_style,
-            session: Session::new(),
+            session: Session::new(new_session),
+            new_session,
             charset: login.charset,
             pending_error: None,
             statements: HashMap::new(),
@@ -477,7 +487,7 @@ impl Connection {
     /// the connection.
     pub async fn start_in(&mut self, db: &str) {
         if self.shared.upstream_targets.load(Ordering::Relaxed) {
-            self.session = Session::in_database(db);
+            self.session = Session::in_database(db, self.new_session);
         } else {
             self.use_database(db).await;
         }

@@ -13,8 +13,13 @@ use crate::translate::sql_text::{Charset, Dialect};
 pub struct Session {
     /// `None` until the first response: the server creates the session
     /// on first use, so connecting costs no round trip. Before that it
-    /// may hold a request for a default database (see [`Session::in`]).
+    /// may hold a request for a new session ([`session_request`]: a
+    /// default database, how to count affected rows).
     cookie: Option<RawSession>,
+    /// The cookie is only such a request: nothing upstream to close.
+    requested: bool,
+    /// What every new session of this connection asks for.
+    options: NewSession,
     /// The default database asked for in the first request, until its
     /// response says whether the gateway selected it.
     asked_target: Option<String>,
@@ -25,12 +30,29 @@ pub struct Session {
     pub warnings: u16,
 }
 
+/// What a connection asks of each new upstream session, in its first
+/// request (only of a gateway that takes such requests: see
+/// `Shared::upstream_targets`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NewSession {
+    /// The client's `CLIENT_FOUND_ROWS`: affected rows of an UPDATE count
+    /// the rows matched, not only those changed. `None`: the server's
+    /// default (a psdb server that takes no requests).
+    pub found_rows: Option<bool>,
+}
+
 impl Session {
-    pub fn new() -> Self {
-        Self {
+    pub fn new(options: NewSession) -> Self {
+        let mut s = Self {
             autocommit: true,
+            options,
             ..Self::default()
+        };
+        if options.found_rows.is_some() {
+            s.cookie = Some(session_request(None, options));
+            s.requested = true;
         }
+        s
     }
 
     /// A session whose first request asks the gateway to create it in
@@ -38,9 +60,10 @@ impl Session {
     /// named at login costs no request of its own. The gateway reports
     /// the database back in the session it returns, or leaves it out if
     /// it could not select it.
-    pub fn in_database(database: &str) -> Self {
-        let mut s = Self::new();
-        s.cookie = Some(target_request(database));
+    pub fn in_database(database: &str, options: NewSession) -> Self {
+        let mut s = Self::new(options);
+        s.cookie = Some(session_request(Some(database), options));
+        s.requested = true;
         s.asked_target = Some(database.to_string());
         s
     }
@@ -69,9 +92,9 @@ impl Session {
     /// Takes the cookie (to close the session upstream) and starts over.
     /// A request for a database made no session yet: nothing to close.
     pub fn reset(&mut self) -> Option<RawSession> {
-        let was_asking = self.asked_target.is_some();
-        let cookie = std::mem::replace(self, Self::new()).cookie;
-        cookie.filter(|_| !was_asking)
+        let fresh = Self::new(self.options);
+        let old = std::mem::replace(self, fresh);
+        old.cookie.filter(|_| !old.requested)
     }
 
     /// Replaces the cookie with the one a response returned.
@@ -90,6 +113,7 @@ impl Session {
             }
         }
         self.cookie = Some(cookie);
+        self.requested = false;
     }
 
     /// Whether the database asked for at login turned out not to be
@@ -142,10 +166,24 @@ impl Session {
 /// the database to create one in: the gateway treats it as a request for
 /// a new session, like no session at all.
 pub fn target_request(database: &str) -> RawSession {
+    session_request(Some(database), NewSession::default())
+}
+
+/// A request for a new session: its database (`target_string`) and
+/// options (`options.client_found_rows`, as a Vitess session carries the
+/// client's flag).
+pub fn session_request(database: Option<&str>, new: NewSession) -> RawSession {
+    let options = new
+        .found_rows
+        .map(|found_rows| pb::vitess::query::v22::ExecuteOptions {
+            client_found_rows: found_rows,
+            ..Default::default()
+        });
     let session = pb::Session {
         signature: Bytes::new(),
         vitess_session: Some(pb::VitessSession {
-            target_string: database.to_string(),
+            target_string: database.unwrap_or_default().to_string(),
+            options,
             autocommit: true,
             ..Default::default()
         }),
@@ -171,7 +209,7 @@ mod tests {
 
     #[test]
     fn the_database_follows_the_gateway_after_the_login_one() {
-        let mut s = Session::in_database("app");
+        let mut s = Session::in_database("app", NewSession::default());
         assert_eq!(s.database().as_deref(), Some("app"));
         // The first statement was `USE other`: no refusal.
         s.update(answer("other"));
@@ -185,10 +223,21 @@ mod tests {
 
     #[test]
     fn an_empty_first_answer_refuses_the_login_database() {
-        let mut s = Session::in_database("nope");
+        let mut s = Session::in_database("nope", NewSession::default());
         s.update(answer(""));
         assert!(s.target_refused());
         // Nothing upstream yet to close for a request that only asked.
-        assert!(Session::in_database("app").reset().is_none());
+        assert!(
+            Session::in_database("app", NewSession::default())
+                .reset()
+                .is_none()
+        );
+        let asking = NewSession {
+            found_rows: Some(false),
+        };
+        assert!(Session::new(asking).reset().is_none());
+        let mut s = Session::new(asking);
+        s.update(answer(""));
+        assert!(s.reset().is_some(), "a real session is closed");
     }
 }

@@ -364,6 +364,28 @@ def check_multibyte_comment():
     return answers
 
 
+def check_found_rows():
+    # Affected rows count rows changed, unless the client set
+    # CLIENT_FOUND_ROWS (then rows matched), as the flag was negotiated.
+    t = f"{P}_found"
+    answers = {}
+    for name, flag in (("default", 0), ("found_rows", CLIENT.FOUND_ROWS)):
+        conn = connect(autocommit=True, client_flag=flag)
+        with conn.cursor() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS {t}")
+            cur.execute(f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT)")
+            cur.execute(f"INSERT INTO {t} VALUES (1, 0), (2, 1), (3, 1)")
+            update = cur.execute(f"UPDATE {t} SET v = 1")
+            same = cur.execute(f"INSERT INTO {t} VALUES (1, 1) ON DUPLICATE KEY UPDATE v = 1")
+            changed = cur.execute(f"INSERT INTO {t} VALUES (1, 1) ON DUPLICATE KEY UPDATE v = 2")
+            cur.execute("SELECT ROW_COUNT()")
+            row_count = cur.fetchone()[0]
+        answers[name] = {"update": update, "upsert_same": same, "upsert_changed": changed,
+                         "row_count": row_count}
+        conn.close()
+    return answers
+
+
 run([
     ("connect", check_connect),
     ("tls", check_tls),
@@ -382,4 +404,5 @@ run([
     ("no_backslash_escapes", check_no_backslash_escapes),
     ("bytes_in_sql_text", check_bytes_in_sql_text),
     ("multibyte_comment", check_multibyte_comment),
+    ("found_rows", check_found_rows),
 ])
