@@ -38,6 +38,49 @@ struct OkBody<'a> {
     status: StatusFlags,
     warnings: u16,
     info: &'a str,
+    /// Session-state changes, already encoded ([`session_track_schema`]);
+    /// empty: none.
+    state: &'a [u8],
+}
+
+/// `SESSION_TRACK_SCHEMA`: the default database changed (to `schema`).
+const SESSION_TRACK_SCHEMA: u8 = 1;
+
+/// The session-state entry a server sends when the default database
+/// changes (`session_track_schema`, on by default): drivers such as
+/// MariaDB Connector/J keep their idea of the current database from it.
+pub fn session_track_schema(schema: &[u8]) -> Vec<u8> {
+    let mut data = BytesMut::new();
+    data.put_lenenc_str(schema);
+    let mut entry = BytesMut::new();
+    entry.put_u8(SESSION_TRACK_SCHEMA);
+    entry.put_lenenc_str(&data);
+    entry.to_vec()
+}
+
+/// An OK packet that also reports session-state changes (`state`, from
+/// [`session_track_schema`]) to a client that asked for them
+/// (`CLIENT_SESSION_TRACK`); to others, a plain [`ok`].
+#[allow(clippy::too_many_arguments)]
+pub fn ok_tracked(
+    out: &mut Packets,
+    caps: CapabilityFlags,
+    affected_rows: u64,
+    last_insert_id: u64,
+    status: StatusFlags,
+    warnings: u16,
+    info: &str,
+    state: &[u8],
+) {
+    let body = OkBody {
+        affected_rows,
+        last_insert_id,
+        status,
+        warnings,
+        info,
+        state,
+    };
+    out.push(|b| write_ok(b, OK_HEADER, caps, &body));
 }
 
 /// OK packet: the result of a statement without a result set.
@@ -56,6 +99,7 @@ pub fn ok(
         status,
         warnings,
         info,
+        state: &[],
     };
     out.push(|b| write_ok(b, OK_HEADER, caps, &body));
 }
@@ -83,6 +127,7 @@ pub fn end_of_rows(out: &mut Packets, caps: CapabilityFlags, status: StatusFlags
             status,
             warnings,
             info: "",
+            state: &[],
         };
         out.push(|b| write_ok(b, EOF_HEADER, caps, &body));
     } else {
@@ -118,11 +163,14 @@ pub fn err(out: &mut Packets, error: &MysqlError) {
 
 /// Writes an OK payload (header 0x00, or 0xfe as an end-of-rows marker).
 /// The info string is length-encoded, as `net_send_ok` writes it (clients
-/// read it that way whatever the manual says). Session-state tracking is
-/// not offered, so `SERVER_SESSION_STATE_CHANGED` is never claimed: a
-/// client would then expect state data we do not have.
+/// read it that way whatever the manual says). `SERVER_SESSION_STATE_CHANGED`
+/// is claimed only with state data to send, to a client that takes it.
 fn write_ok(b: &mut BytesMut, header: u8, caps: CapabilityFlags, ok: &OkBody<'_>) {
-    let status = ok.status - StatusFlags::SERVER_SESSION_STATE_CHANGED;
+    let tracked = !ok.state.is_empty() && caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK);
+    let mut status = ok.status - StatusFlags::SERVER_SESSION_STATE_CHANGED;
+    if tracked {
+        status |= StatusFlags::SERVER_SESSION_STATE_CHANGED;
+    }
     b.put_u8(header);
     b.put_lenenc_int(ok.affected_rows);
     b.put_lenenc_int(ok.last_insert_id);
@@ -132,8 +180,11 @@ fn write_ok(b: &mut BytesMut, header: u8, caps: CapabilityFlags, ok: &OkBody<'_>
     } else if caps.contains(CapabilityFlags::CLIENT_TRANSACTIONS) {
         b.put_u16_le(status.bits());
     }
-    if !ok.info.is_empty() {
+    if !ok.info.is_empty() || tracked {
         b.put_lenenc_str(ok.info.as_bytes());
+    }
+    if tracked {
+        b.put_lenenc_str(ok.state);
     }
 }
 

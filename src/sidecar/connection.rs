@@ -707,6 +707,7 @@ impl Connection {
             }
         }
         let lost = error.as_ref().is_some_and(errors::is_session_lost);
+        writer.session_state(self.session.take_state_changes());
         writer.finish(
             error.as_ref(),
             self.session.status(),

@@ -7,6 +7,7 @@ use prost::Message;
 use crate::api::pb;
 use crate::client::RawSession;
 use crate::mysql::StatusFlags;
+use crate::mysql::response::session_track_schema;
 use crate::translate::sql_text::{Charset, Dialect};
 
 #[derive(Default)]
@@ -28,6 +29,9 @@ pub struct Session {
     pub in_transaction: bool,
     pub autocommit: bool,
     pub warnings: u16,
+    /// The default database moved (to this), not yet told to the client
+    /// (session-state tracking).
+    moved_to: Option<String>,
 }
 
 /// What a connection asks of each new upstream session, in its first
@@ -99,6 +103,7 @@ impl Session {
 
     /// Replaces the cookie with the one a response returned.
     pub fn update(&mut self, cookie: RawSession) {
+        let before = self.database();
         if let Some(v) = &cookie.view().vitess_session {
             self.in_transaction = v.in_transaction;
             self.autocommit = v.autocommit;
@@ -114,6 +119,24 @@ impl Session {
         }
         self.cookie = Some(cookie);
         self.requested = false;
+        // A refused login database is an error, not a move. (A psdb
+        // server that reports no target reports no moves.)
+        let after = self.database();
+        if let Some(db) = &after
+            && after != before
+            && !self.target_refused
+        {
+            self.moved_to = Some(db.clone());
+        }
+    }
+
+    /// The session-state change to report on the next OK, if the default
+    /// database moved since the last one.
+    pub fn take_state_changes(&mut self) -> Vec<u8> {
+        match self.moved_to.take() {
+            Some(db) => session_track_schema(db.as_bytes()),
+            None => Vec::new(),
+        }
     }
 
     /// Whether the database asked for at login turned out not to be

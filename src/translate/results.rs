@@ -64,6 +64,9 @@ pub struct ResultWriter {
     /// Status for terminators before the last one.
     status: StatusFlags,
     state: State,
+    /// Session-state changes for the final OK (see
+    /// [`ResultWriter::session_state`]).
+    session_state: Vec<u8>,
 }
 
 impl ResultWriter {
@@ -76,7 +79,15 @@ impl ResultWriter {
             style: ColumnStyle::default(),
             status: status - StatusFlags::SERVER_MORE_RESULTS_EXISTS,
             state: State::Empty,
+            session_state: Vec::new(),
         }
+    }
+
+    /// Session-state changes (encoded tracker entries) that the final OK
+    /// reports, as the server reports them on the OK of the statement
+    /// that made them.
+    pub fn session_state(&mut self, state: Vec<u8>) {
+        self.session_state = state;
     }
 
     /// How column definitions describe JSON (MySQL's by default).
@@ -124,8 +135,34 @@ impl ResultWriter {
             (State::Open { .. }, None) => {
                 write_held(out, self.caps, &Held::EndOfRows, status, warnings)
             }
+            (
+                State::Held(Held::Ok {
+                    affected_rows,
+                    insert_id,
+                    info,
+                }),
+                None,
+            ) => response::ok_tracked(
+                out,
+                self.caps,
+                affected_rows,
+                insert_id,
+                status,
+                warnings,
+                &info,
+                &self.session_state,
+            ),
             (State::Held(held), None) => write_held(out, self.caps, &held, status, warnings),
-            (State::Empty, None) => response::ok(out, self.caps, 0, 0, status, warnings, ""),
+            (State::Empty, None) => response::ok_tracked(
+                out,
+                self.caps,
+                0,
+                0,
+                status,
+                warnings,
+                "",
+                &self.session_state,
+            ),
         }
     }
 

@@ -453,7 +453,12 @@ public class Matrix {
         out.put("after_use_back", currentDb(c));
         out.put("unknown_database", expectError(() -> c.setCatalog(prefix + "_no_such_database")));
         out.put("after_failed", currentDb(c));
+        // A USE the driver learns of only from session-state tracking,
+        // then setCatalog back: a driver that missed the move skips it.
+        exec(c, "USE " + env.get("MQ_OTHER_DATABASE"));
+        out.put("after_use_other", List.of(Objects.toString(c.getCatalog()), currentDb(c)));
         c.setCatalog(env.get("MQ_DATABASE"));
+        out.put("after_setCatalog_back", List.of(Objects.toString(c.getCatalog()), currentDb(c)));
         return out;
     }
 
