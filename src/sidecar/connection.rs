@@ -26,7 +26,7 @@ use crate::telemetry::TraceId;
 use super::Shared;
 use super::errors;
 use super::io::{Framed, IoError};
-use super::registry::Registration;
+use super::registry::{KillOutcome, Registration};
 use super::session::Session;
 
 /// Whether the connection goes on after a command.
@@ -337,9 +337,10 @@ impl Connection {
         // A KILL naming none of ours names a backend thread id
         // (CONNECTION_ID()), which the backend itself handles.
         if let Some(kill) = command::parse_kill(&sql)
-            && self.shared.registry.kill(kill.id, kill.query_only)
+            && !kill.by_query_id
+            && let Some(next) = self.kill_local(kill.id, kill.query_only, out)
         {
-            return self.ok(out);
+            return next;
         }
         if !self.multi_statements
             && let Some(second) = statement::second_statement(&sql)
@@ -538,11 +539,22 @@ impl Connection {
     }
 
     fn kill(&self, id: u64, query_only: bool, out: &mut Packets) -> Next {
-        if self.shared.registry.kill(id, query_only) {
-            self.ok(out)
-        } else {
+        self.kill_local(id, query_only, out).unwrap_or_else(|| {
             response::err(out, &errors::unknown_thread(id));
             Next::Continue
+        })
+    }
+
+    /// A KILL of one of the sidecar's connections, if `id` is one: only
+    /// this connection's user's own (ERR 1095 otherwise, as MariaDB).
+    fn kill_local(&self, id: u64, query_only: bool, out: &mut Packets) -> Option<Next> {
+        match self.registration.kill(id, query_only) {
+            KillOutcome::Killed => Some(self.ok(out)),
+            KillOutcome::NotOwner => {
+                response::err(out, &errors::not_owner(id));
+                Some(Next::Continue)
+            }
+            KillOutcome::NoSuchConnection => None,
         }
     }
 
