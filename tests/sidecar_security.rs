@@ -290,10 +290,7 @@ async fn myquic(args: &[&str]) -> (i32, String) {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     eprintln!("--- myquic {args:?}: {:?}\n{stdout}{stderr}", out.status);
-    (
-        out.status.code().unwrap_or(-1),
-        format!("{stdout}{stderr}"),
-    )
+    (out.status.code().unwrap_or(-1), format!("{stdout}{stderr}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -312,10 +309,7 @@ async fn sigterm_with_a_client_still_logging_in_exits_at_once() {
     stranger.read_exact(&mut header).await.expect("greeted");
     let term = Instant::now();
     // SAFETY: signals the child this test started.
-    assert_eq!(
-        unsafe { libc::kill(sidecar.pid as i32, libc::SIGTERM) },
-        0
-    );
+    assert_eq!(unsafe { libc::kill(sidecar.pid as i32, libc::SIGTERM) }, 0);
     let child = sidecar.child.inner();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -345,8 +339,17 @@ async fn connect_when_listening(socket: &Path) -> tokio::net::UnixStream {
     }
 }
 
-fn sidecar_config(dir: &Path, listen: &str, extra_auth: &str, upstream: &str, ca: &Path) -> PathBuf {
-    let path = dir.join(format!("{}.toml", listen.replace([':', '.', '[', ']'], "_")));
+fn sidecar_config(
+    dir: &Path,
+    listen: &str,
+    extra_auth: &str,
+    upstream: &str,
+    ca: &Path,
+) -> PathBuf {
+    let path = dir.join(format!(
+        "{}.toml",
+        listen.replace([':', '.', '[', ']'], "_")
+    ));
     std::fs::write(
         &path,
         format!(
@@ -373,7 +376,10 @@ async fn any_user_on_the_network_must_be_asked_for() {
     let open = sidecar_config(dir.path(), "0.0.0.0:3306", "", url, &ca);
     let (code, out) = check(&open).await;
     assert_eq!(code, 64, "{out}");
-    assert!(out.contains("sidecar.auth.allow_any_user_on_network"), "{out}");
+    assert!(
+        out.contains("sidecar.auth.allow_any_user_on_network"),
+        "{out}"
+    );
     // The flag counts as much as the file.
     let loopback = sidecar_config(dir.path(), "127.0.0.1:3306", "", url, &ca);
     let (code, out) = check(&loopback).await;
@@ -400,7 +406,10 @@ async fn any_user_on_the_network_must_be_asked_for() {
     );
     let (code, out) = check(&allowed).await;
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("warning") && out.contains("any user name and password"), "{out}");
+    assert!(
+        out.contains("warning") && out.contains("any user name and password"),
+        "{out}"
+    );
 
     // The doctor says so too, next to a working gateway (exit 2: works,
     // with a warning), and fails the configuration that will not start.

@@ -19,7 +19,8 @@ pub fn check(report: &mut Report, config: &SidecarConfig) {
         report.push(CHECK, Verdict::Pass, detail);
         return;
     }
-    let advice = "configure [[sidecar.auth.users]] (see config.example.toml), or listen on 127.0.0.1";
+    let advice =
+        "configure [[sidecar.auth.users]] (see config.example.toml), or listen on 127.0.0.1";
     if config.auth.allow_any_user_on_network {
         report.push_with_advice(
             CHECK,
