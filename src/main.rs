@@ -235,7 +235,13 @@ async fn sidecar(file: ConfigFile, args: SidecarArgs) -> ExitCode {
         Ok(config) => config,
         Err(exit) => return exit,
     };
-    if let Some(exit) = stop_after_checking(config.validate(), check_only) {
+    let valid = config.validate();
+    if check_only && valid.is_ok() {
+        for warning in config.warnings() {
+            eprintln!("myquic: warning: {warning}");
+        }
+    }
+    if let Some(exit) = stop_after_checking(valid, check_only) {
         return exit;
     }
     let admin = config.admin.clone();

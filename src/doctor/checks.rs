@@ -28,6 +28,7 @@ const ROUND_TRIPS: usize = 3;
 
 pub async fn run(config: &SidecarConfig) -> Report {
     let mut report = Report::default();
+    super::clients::check(&mut report, config);
     let client_config = match crate::sidecar::upstream_client_config(config) {
         Ok(c) => c,
         Err(e) => {

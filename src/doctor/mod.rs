@@ -9,6 +9,7 @@
 
 mod advice;
 mod checks;
+mod clients;
 
 use std::fmt;
 

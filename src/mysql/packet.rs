@@ -19,7 +19,13 @@ pub struct Packet {
 pub enum PacketError {
     /// The client announced more than the configured maximum.
     #[error("packet of at least {size} bytes exceeds max_allowed_packet ({max} bytes)")]
-    TooLarge { size: usize, max: usize },
+    TooLarge {
+        size: usize,
+        max: usize,
+        /// The sequence id of the header that announced it: the answer
+        /// (ERR 1153) follows it, as a reply to that packet.
+        seq: u8,
+    },
 }
 
 /// Takes one complete logical packet off the front of `buf`, if `buf`
@@ -38,7 +44,11 @@ pub fn decode(buf: &mut BytesMut, max: usize) -> Result<Option<Packet>, PacketEr
             | usize::from(buf[offset + 2]) << 16;
         total += len;
         if total > max {
-            return Err(PacketError::TooLarge { size: total, max });
+            return Err(PacketError::TooLarge {
+                size: total,
+                max,
+                seq: buf[offset + 3],
+            });
         }
         if buf.len() < offset + 4 + len {
             return Ok(None);
@@ -192,10 +202,14 @@ mod tests {
     fn partial_input_waits_and_oversize_is_refused_early() {
         let mut buf = BytesMut::from(&[5u8, 0, 0, 0, b'a'][..]);
         assert_eq!(decode(&mut buf, 100), Ok(None));
-        let mut big = BytesMut::from(&[0xff, 0xff, 0x1f, 0][..]);
-        assert!(matches!(
+        let mut big = BytesMut::from(&[0xff, 0xff, 0x1f, 1][..]);
+        assert_eq!(
             decode(&mut big, 1 << 20),
-            Err(PacketError::TooLarge { .. })
-        ));
+            Err(PacketError::TooLarge {
+                size: 0x1f_ffff,
+                max: 1 << 20,
+                seq: 1
+            })
+        );
     }
 }

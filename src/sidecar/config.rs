@@ -27,7 +27,18 @@ pub struct SidecarConfig {
     /// Most client connections served at once; more are refused with
     /// MySQL's "Too many connections".
     pub max_connections: usize,
-    /// Largest packet accepted from a client (MySQL's max_allowed_packet).
+    /// Of those, most still logging in at once (greeted, not yet
+    /// authenticated); more are refused with "Too many connections".
+    /// Clients that never log in then cannot take the slots of those that
+    /// do.
+    pub max_connections_logging_in: usize,
+    /// Time from accepting a connection to its successful login (MySQL's
+    /// `connect_timeout`); a client slower than this is disconnected
+    /// without a word, as MariaDB does.
+    #[serde(with = "humantime_serde")]
+    pub login_timeout: Duration,
+    /// Largest packet accepted from a client (MySQL's max_allowed_packet),
+    /// once it has logged in. Before that: [`LOGIN_MAX_PACKET`].
     pub max_allowed_packet: usize,
     /// Authentication of local clients.
     pub auth: AuthConfig,
@@ -43,9 +54,9 @@ pub struct SidecarConfig {
 /// The graceful shutdown. The sidecar turns unready at once, then serves
 /// as usual (open connections, new connections, new transactions) for
 /// `period` — the app next to it may still be finishing requests — or
-/// until no client connection is left, once `min_period` has passed.
-/// Then it stops accepting and closes each connection as soon as it is
-/// outside a transaction; a transaction still open `transaction_timeout`
+/// until no logged-in client connection is left, once `min_period` has
+/// passed. Then it stops accepting and closes each connection as soon as
+/// it is outside a transaction (one still logging in: at once); a transaction still open `transaction_timeout`
 /// later gets ERR 1053 (08S01, "Server shutdown in progress") and is
 /// rolled back. A second signal ends the process at once.
 #[derive(Clone, Debug, Deserialize)]
@@ -76,9 +87,14 @@ pub struct AuthConfig {
     /// `caching_sha2_password` or `mysql_native_password`.
     pub plugin: String,
     /// Local accounts clients must present. Empty: any user name and
-    /// password are accepted (the listener is on loopback; the gateway
-    /// credential is never the client's).
+    /// password are accepted (the gateway credential is never the
+    /// client's) — refused unless the listener is on loopback or
+    /// `allow_any_user_on_network` says so.
     pub users: Vec<LocalUser>,
+    /// Accept any user and password on a listener other than loopback
+    /// (no `users`): anyone who reaches the port uses the gateway
+    /// credential. Off: such a configuration does not start.
+    pub allow_any_user_on_network: bool,
     /// RSA private key (PEM) for caching_sha2_password full
     /// authentication over plain TCP; generated at first need if unset.
     pub rsa_private_key: Option<PathBuf>,
@@ -141,6 +157,11 @@ pub struct UpstreamConfig {
     pub tcp_congestion: Option<TcpCongestion>,
 }
 
+/// Largest packet accepted before a client has logged in: a handshake
+/// response with connect attributes, or an RSA-encrypted password, is a
+/// few hundred bytes. A larger one gets ERR 1153 and a close, unbuffered.
+pub const LOGIN_MAX_PACKET: usize = 16 << 10;
+
 impl Default for SidecarConfig {
     fn default() -> Self {
         Self {
@@ -148,6 +169,8 @@ impl Default for SidecarConfig {
             socket: None,
             server_version: "auto".into(),
             max_connections: 4096,
+            max_connections_logging_in: 256,
+            login_timeout: Duration::from_secs(10),
             max_allowed_packet: 64 << 20,
             auth: AuthConfig::default(),
             tls: FrontTls::default(),
@@ -163,6 +186,7 @@ impl Default for AuthConfig {
         Self {
             plugin: "caching_sha2_password".into(),
             users: Vec::new(),
+            allow_any_user_on_network: false,
             rsa_private_key: None,
         }
     }
@@ -240,7 +264,46 @@ impl SidecarConfig {
                 "must be at least 1024",
             ));
         }
+        if self.max_connections == 0 {
+            return Err(invalid("sidecar.max_connections", "must be at least 1"));
+        }
+        if self.max_connections_logging_in == 0 {
+            return Err(invalid(
+                "sidecar.max_connections_logging_in",
+                "must be at least 1",
+            ));
+        }
+        if self.login_timeout.is_zero() {
+            return Err(invalid("sidecar.login_timeout", "must be more than 0"));
+        }
+        if self.accepts_anyone_from_network() && !self.auth.allow_any_user_on_network {
+            return Err(invalid(
+                "sidecar.auth.users",
+                &format!(
+                    "none configured, so any user name and password would be accepted, and sidecar.listen ({}) is not loopback: anyone who reaches it could use the gateway's credential. Configure [[sidecar.auth.users]], listen on 127.0.0.1, or set sidecar.auth.allow_any_user_on_network = true",
+                    self.listen
+                ),
+            ));
+        }
         Ok(())
+    }
+
+    /// Whether clients from other hosts can log in with any user name and
+    /// password: no local users and a listener not on loopback.
+    pub fn accepts_anyone_from_network(&self) -> bool {
+        self.auth.users.is_empty() && !self.listen.ip().is_loopback()
+    }
+
+    /// What is valid but risky, for `--check-config` and `myquic doctor`.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if self.accepts_anyone_from_network() {
+            warnings.push(format!(
+                "sidecar.auth.allow_any_user_on_network: any user name and password are accepted on {}, which is not loopback; anyone who reaches it uses the gateway's credential (configure [[sidecar.auth.users]])",
+                self.listen
+            ));
+        }
+        warnings
     }
 
     /// `host:port` of the gateway, from `upstream.url`.
@@ -289,6 +352,51 @@ mod tests {
         }
         c.upstream.url = "http://gw.example".into();
         assert!(c.upstream_authority().is_err());
+    }
+
+    fn valid() -> SidecarConfig {
+        let mut c = SidecarConfig::default();
+        c.upstream.url = "https://gw.example".into();
+        c.upstream.username = "app".into();
+        c
+    }
+
+    #[test]
+    fn any_user_on_the_network_must_be_asked_for() {
+        let mut c = valid();
+        assert!(c.validate().is_ok() && c.warnings().is_empty(), "loopback");
+        for listen in ["0.0.0.0:3306", "[::]:3306", "10.0.0.5:3306"] {
+            c.listen = listen.parse().unwrap();
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains("allow_any_user_on_network"), "{e}");
+            c.auth.allow_any_user_on_network = true;
+            assert!(c.validate().is_ok());
+            assert_eq!(c.warnings().len(), 1, "allowed, but warned about");
+            c.auth.allow_any_user_on_network = false;
+        }
+        c.auth.users.push(LocalUser {
+            username: "app".into(),
+            password: Secret::default(),
+        });
+        assert!(c.validate().is_ok() && c.warnings().is_empty(), "users");
+    }
+
+    /// The example documents the login limits with their defaults.
+    #[test]
+    fn example_shows_the_login_defaults() {
+        let file = crate::config::ConfigFile::parse(include_str!("../../config.example.toml"))
+            .expect("config.example.toml parses");
+        let (example, defaults) = (file.sidecar, SidecarConfig::default());
+        assert_eq!(example.login_timeout, defaults.login_timeout);
+        assert_eq!(
+            example.max_connections_logging_in,
+            defaults.max_connections_logging_in
+        );
+        assert!(!example.auth.allow_any_user_on_network);
+        let text = include_str!("../../config.example.toml")
+            .replace("# allow_any_user_on_network", "allow_any_user_on_network");
+        let file = crate::config::ConfigFile::parse(&text).expect("parses uncommented");
+        assert!(file.sidecar.auth.allow_any_user_on_network);
     }
 
     #[test]

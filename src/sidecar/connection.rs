@@ -30,7 +30,7 @@ use crate::telemetry::TraceId;
 use super::Shared;
 use super::errors;
 use super::io::{Framed, IoError};
-use super::registry::Registration;
+use super::registry::{KillOutcome, Registration};
 use super::session::{NewSession, Session};
 
 /// Whether the connection goes on after a command.
@@ -365,9 +365,10 @@ impl Connection {
         // (CONNECTION_ID()), which the backend itself handles. (A KILL
         // statement is ASCII; other text cannot be one.)
         if let Some(kill) = std::str::from_utf8(&sql).ok().and_then(command::parse_kill)
-            && self.shared.registry.kill(kill.id, kill.query_only)
+            && !kill.by_query_id
+            && let Some(next) = self.kill_local(kill.id, kill.query_only, out)
         {
-            return self.ok(out);
+            return next;
         }
         if !self.multi_statements
             && let Some(second) = statement::second_statement(&sql, &self.dialect())
@@ -565,11 +566,22 @@ impl Connection {
     }
 
     fn kill(&self, id: u64, query_only: bool, out: &mut Packets) -> Next {
-        if self.shared.registry.kill(id, query_only) {
-            self.ok(out)
-        } else {
+        self.kill_local(id, query_only, out).unwrap_or_else(|| {
             response::err(out, &errors::unknown_thread(id));
             Next::Continue
+        })
+    }
+
+    /// A KILL of one of the sidecar's connections, if `id` is one: only
+    /// this connection's user's own (ERR 1095 otherwise, as MariaDB).
+    fn kill_local(&self, id: u64, query_only: bool, out: &mut Packets) -> Option<Next> {
+        match self.registration.kill(id, query_only) {
+            KillOutcome::Killed => Some(self.ok(out)),
+            KillOutcome::NotOwner => {
+                response::err(out, &errors::not_owner(id));
+                Some(Next::Continue)
+            }
+            KillOutcome::NoSuchConnection => None,
         }
     }
 

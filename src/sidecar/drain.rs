@@ -48,10 +48,13 @@ impl Sidecar {
             period = ?config.period,
             "draining: not ready; still serving"
         );
+        // Connections still logging in are not work to wait for: they
+        // close as soon as the sidecar stops accepting.
         let serving = async {
             loop {
                 let elapsed = started.elapsed();
-                if elapsed >= config.period || (elapsed >= config.min_period && registry.is_empty())
+                if elapsed >= config.period
+                    || (elapsed >= config.min_period && registry.logged_in() == 0)
                 {
                     return;
                 }
@@ -63,7 +66,8 @@ impl Sidecar {
             () = &mut force => return Drained::Forced,
         }
 
-        // Stop accepting; connections close once outside a transaction.
+        // Stop accepting; connections close once outside a transaction
+        // (at once if idle or still logging in).
         self.shutdown.cancel();
         registry.drain();
         info!(
@@ -164,7 +168,7 @@ impl Health for SidecarHealth {
         );
         e.counter(
             "myquic_sidecar_client_connections_refused",
-            "Client connections refused with ERR 1040 (max_connections).",
+            "Client connections refused with ERR 1040 (max_connections, or max_connections_logging_in).",
             m.client_connections_refused.get(),
         );
         e.counter(

@@ -24,6 +24,19 @@ pub fn packet_too_large(e: &PacketError) -> MysqlError {
     )
 }
 
+/// ER_NET_PACKET_TOO_LARGE before login, where far less is accepted than
+/// `max_allowed_packet`; the connection closes after it.
+pub fn login_packet_too_large(e: &PacketError) -> MysqlError {
+    let PacketError::TooLarge { size, max, .. } = e;
+    error(
+        1153,
+        "08S01",
+        format!(
+            "Got a packet bigger than 'max_allowed_packet' bytes (at least {size} bytes before login, where at most {max} are accepted)"
+        ),
+    )
+}
+
 /// ER_SERVER_SHUTDOWN: the drain ended with this connection still inside
 /// a transaction (or a statement); it is rolled back and the connection
 /// closes. 08S01 makes pools discard the connection and retry elsewhere.
@@ -99,6 +112,12 @@ pub fn too_many_placeholders() -> MysqlError {
 /// ER_NO_SUCH_THREAD.
 pub fn unknown_thread(id: u64) -> MysqlError {
     error(1094, "HY000", format!("Unknown thread id: {id}"))
+}
+
+/// ER_KILL_DENIED_ERROR, as MariaDB words it: a `KILL` of another local
+/// user's connection (nobody here has MariaDB's CONNECTION ADMIN).
+pub fn not_owner(id: u64) -> MysqlError {
+    error(1095, "HY000", format!("You are not owner of thread {id}"))
 }
 
 /// ER_QUERY_INTERRUPTED, for a statement cancelled by `KILL QUERY`.

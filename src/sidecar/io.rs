@@ -105,6 +105,12 @@ impl Framed {
     pub fn max_packet(&self) -> usize {
         self.max_packet
     }
+
+    /// Raises (or lowers) the largest packet accepted: small until the
+    /// client has logged in.
+    pub fn set_max_packet(&mut self, max_packet: usize) {
+        self.max_packet = max_packet;
+    }
 }
 
 /// A stream that first yields bytes already read from it.

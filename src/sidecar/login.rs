@@ -5,14 +5,17 @@ use bytes::Bytes;
 use tokio_rustls::TlsAcceptor;
 
 use crate::mysql::auth::{Authenticated, Handshake, Progress};
-use crate::mysql::packet::Packets;
+use crate::mysql::packet::{PacketError, Packets};
+use crate::mysql::response;
 
 use super::connection::Connection;
-use super::io::Framed;
+use super::errors;
+use super::io::{Framed, IoError};
 
 /// Greets the client and authenticates it locally: no upstream round trip.
 /// `None` if the login failed (the ERR is already written) or the client
-/// went away.
+/// went away. The caller bounds its time (`login_timeout`) and the size
+/// of the packets it reads (`LOGIN_MAX_PACKET`).
 pub async fn login(
     io: &mut Framed,
     handshake: &mut Handshake,
@@ -32,16 +35,19 @@ pub async fn change_user(
     payload: Bytes,
     out: &mut Packets,
 ) -> Result<Authenticated, ()> {
-    match conn.handshake.change_user(seq, &payload, out) {
-        Ok(Progress::Done(auth)) => Ok(auth),
+    let auth = match conn.handshake.change_user(seq, &payload, out) {
+        Ok(Progress::Done(auth)) => auth,
         Ok(Progress::Continue) => {
             send(&mut conn.io, out).await.ok_or(())?;
             exchange(&mut conn.io, &mut conn.handshake, None)
                 .await
-                .ok_or(())
+                .ok_or(())?
         }
-        Ok(Progress::StartTls) | Err(_) => Err(()),
-    }
+        Ok(Progress::StartTls) | Err(_) => return Err(()),
+    };
+    // KILL ownership follows the connection's new user.
+    conn.registration.logged_in(&auth.user);
+    Ok(auth)
 }
 
 async fn exchange(
@@ -50,7 +56,14 @@ async fn exchange(
     tls: Option<&TlsAcceptor>,
 ) -> Option<Authenticated> {
     loop {
-        let packet = io.read().await.ok()?;
+        let packet = match io.read().await {
+            Ok(packet) => packet,
+            Err(IoError::Packet(e)) => {
+                refuse_oversized(io, &e).await;
+                return None;
+            }
+            Err(_) => return None,
+        };
         let mut out = Packets::default();
         let progress = handshake.on_packet(&packet, &mut out);
         send(io, &mut out).await?;
@@ -64,6 +77,16 @@ async fn exchange(
             }
         }
     }
+}
+
+/// ERR 1153 for a packet larger than login allows (refused from its
+/// header, never buffered); the connection then closes.
+async fn refuse_oversized(io: &mut Framed, e: &PacketError) {
+    tracing::info!(error = %e, "client login refused");
+    let PacketError::TooLarge { seq, .. } = e;
+    let mut out = Packets::reply_to(*seq);
+    response::err(&mut out, &errors::login_packet_too_large(e));
+    let _ = send(io, &mut out).await;
 }
 
 async fn send(io: &mut Framed, out: &mut Packets) -> Option<()> {

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -49,7 +49,13 @@ pub struct Shared {
     auth: RwLock<Arc<AuthConfig>>,
     tls: Option<TlsAcceptor>,
     max_packet: usize,
+    /// One per client connection, for its whole life (`max_connections`).
     slots: Arc<Semaphore>,
+    /// One per connection until it has logged in
+    /// (`max_connections_logging_in`): clients that never log in hold at
+    /// most these of the `slots`.
+    login_slots: Arc<Semaphore>,
+    login_timeout: std::time::Duration,
     /// The gateway creates sessions in the database a request's
     /// `target_string` names (learned at start; until then, and with a
     /// gateway that does not, the database is selected by a `USE`).
@@ -84,6 +90,9 @@ pub enum StartError {
 impl Sidecar {
     pub async fn start(config: SidecarConfig) -> Result<Self, StartError> {
         config.validate()?;
+        for warning in config.warnings() {
+            warn!("{warning}");
+        }
         tls::install_crypto_provider();
         let client =
             Client::new(upstream_client_config(&config)?).map_err(|e| ConfigError::Invalid {
@@ -110,6 +119,8 @@ impl Sidecar {
             tls: front_tls,
             max_packet: config.max_allowed_packet,
             slots: Arc::new(Semaphore::new(config.max_connections)),
+            login_slots: Arc::new(Semaphore::new(config.max_connections_logging_in)),
+            login_timeout: config.login_timeout,
             upstream_targets: AtomicBool::new(false),
             version_known: tokio::sync::watch::Sender::new(config.server_version != "auto"),
             draining: std::sync::atomic::AtomicBool::new(false),
@@ -189,7 +200,7 @@ impl Sidecar {
             .clone()
     }
 
-    /// Open client connections.
+    /// Open client connections (logged in or not).
     pub fn connections(&self) -> usize {
         self.shared.registry.len()
     }
@@ -198,9 +209,7 @@ impl Sidecar {
     pub async fn shutdown(self) {
         self.shutdown.cancel();
         self.tasks.close();
-        for id in self.shared.registry.ids() {
-            self.shared.registry.kill(u64::from(id), false);
-        }
+        self.shared.registry.close_all();
         self.tasks.wait().await;
         if let Some(path) = &self.socket {
             let _ = std::fs::remove_file(path);
@@ -457,9 +466,11 @@ fn scopeguard(f: impl FnOnce()) -> impl Drop {
 
 /// One client connection, from greeting to close.
 async fn serve(stream: Box<dyn Stream>, secure: bool, shared: Arc<Shared>) {
-    let mut io = Framed::new(stream, shared.max_packet);
+    // Small packets until the client has logged in: nobody can make the
+    // sidecar buffer max_allowed_packet without a password.
+    let mut io = Framed::new(stream, config::LOGIN_MAX_PACKET.min(shared.max_packet));
     let metrics = crate::admin::metrics::metrics();
-    let Ok(_slot) = shared.slots.clone().try_acquire_owned() else {
+    let Some((_slot, login_slot)) = admit(&shared) else {
         metrics.client_connections_refused.inc();
         // What MySQL sends instead of a greeting when it is full.
         let mut out = Packets::default();
@@ -471,14 +482,40 @@ async fn serve(stream: Box<dyn Stream>, secure: bool, shared: Arc<Shared>) {
     metrics.client_connections_total.inc();
     metrics.client_connections.inc();
     let _open = scopeguard(|| metrics.client_connections.dec());
-    let mut version_known = shared.version_known.subscribe();
-    let _ = tokio::time::timeout(GREETING_WAIT, version_known.wait_for(|known| *known)).await;
     let registration = shared.registry.register();
-    let auth = shared.auth.read().expect("not poisoned").clone();
-    let mut handshake = Handshake::new(auth, registration.id, secure);
-    let Some(login) = login::login(&mut io, &mut handshake, shared.tls.as_ref()).await else {
+    let handle = registration.handle.clone();
+    let logging_in = async {
+        let mut version_known = shared.version_known.subscribe();
+        let _ = tokio::time::timeout(GREETING_WAIT, version_known.wait_for(|known| *known)).await;
+        let auth = shared.auth.read().expect("not poisoned").clone();
+        let mut handshake = Handshake::new(auth, registration.id, secure);
+        let login = login::login(&mut io, &mut handshake, shared.tls.as_ref()).await?;
+        Some((handshake, login))
+    };
+    // A connection still logging in has no work to finish: the drain (or
+    // a shutdown) closes it at once. Past the timeout it is closed without
+    // a word, as MariaDB does at its connect_timeout.
+    let stopped = async {
+        if !handle.is_draining() {
+            tokio::select! {
+                () = handle.drain.notified() => {}
+                () = handle.kill.notified() => {}
+            }
+        }
+    };
+    let logged_in = tokio::select! {
+        outcome = tokio::time::timeout(shared.login_timeout, logging_in) => outcome.unwrap_or_else(|_| {
+            debug!(timeout = ?shared.login_timeout, "login timed out: closing");
+            None
+        }),
+        () = stopped => None,
+    };
+    let Some((handshake, login)) = logged_in else {
         return;
     };
+    drop(login_slot);
+    registration.logged_in(&login.user);
+    io.set_max_packet(shared.max_packet);
     debug!(user = %login.user, id = registration.id, "client logged in");
     let database = login.database.clone();
     let mut conn = Connection::new(io, shared.clone(), registration, handshake, &login);
@@ -490,4 +527,12 @@ async fn serve(stream: Box<dyn Stream>, secure: bool, shared: Arc<Shared>) {
     }
     conn.set_collation(login.charset).await;
     conn.run().await;
+}
+
+/// A connection slot, and a login slot until the client has logged in;
+/// `None` if either is exhausted (the client gets ERR 1040).
+fn admit(shared: &Shared) -> Option<(OwnedSemaphorePermit, OwnedSemaphorePermit)> {
+    let slot = shared.slots.clone().try_acquire_owned().ok()?;
+    let login = shared.login_slots.clone().try_acquire_owned().ok()?;
+    Some((slot, login))
 }

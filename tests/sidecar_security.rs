@@ -1,0 +1,439 @@
+//! What a local client can do to the sidecar and to other clients, through
+//! real parts (a private MariaDB, the gateway, the sidecar in-process or as
+//! `myquic sidecar`, raw sockets and `mysql_async` clients):
+//!
+//! - `a_client_that_never_answers_is_closed_after_the_login_timeout`:
+//!   greeted, silent, disconnected without a word at `login_timeout`.
+//! - `a_large_packet_before_login_gets_1153_at_once`: refused from its
+//!   header, nothing buffered; a real login with connect attributes works.
+//! - `clients_that_never_log_in_cannot_take_every_slot`: beyond
+//!   `max_connections_logging_in` they get ERR 1040; clients that log in
+//!   still get the other slots.
+//! - `kill_is_only_for_the_same_users_connections`: ERR 1095 (MariaDB's
+//!   words) for another user's connection, which keeps working; a user's
+//!   own connections may be killed.
+//! - `kill_query_id_goes_to_the_backend`: `KILL QUERY ID n` is a query id,
+//!   never one of the sidecar's connection ids.
+//! - `sigterm_with_a_client_still_logging_in_exits_at_once`: exit 0, not a
+//!   drain timeout.
+//! - `any_user_on_the_network_must_be_asked_for`: `--check-config` exits 64
+//!   (a warning once allowed); `myquic doctor` warns.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::*;
+use mysql_async::{Conn, OptsBuilder};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use myquic::config::Secret;
+use myquic::sidecar::config::LocalUser;
+use myquic::sidecar::{Sidecar, SidecarConfig};
+
+use common::Stack;
+
+const APP: (&str, &str) = ("app", "local-secret");
+const OTHER: (&str, &str) = ("other", "other-secret");
+
+fn secret(v: &str) -> Secret {
+    Secret {
+        value: Some(v.into()),
+        ..Default::default()
+    }
+}
+
+/// MariaDB + gateway + an in-process sidecar with users `app` and `other`.
+struct Chain {
+    _stack: Stack,
+    sidecar: Sidecar,
+}
+
+impl Chain {
+    async fn start(tweak: impl FnOnce(&mut SidecarConfig)) -> Self {
+        let stack = Stack::start().await;
+        let mut config = SidecarConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            // Known at once: greetings do not wait for the backend's.
+            server_version: "5.5.5-10.11.0-MariaDB".into(),
+            ..Default::default()
+        };
+        // No RSA key to wait for (generating one in a debug build can take
+        // longer than the short login timeouts used here).
+        config.auth.plugin = "mysql_native_password".into();
+        config.auth.users = [APP, OTHER]
+            .iter()
+            .map(|(user, password)| LocalUser {
+                username: (*user).into(),
+                password: secret(password),
+            })
+            .collect();
+        config.upstream.url = format!("https://localhost:{}", stack.addr().port());
+        config.upstream.ca = Some(stack.cert.clone());
+        config.upstream.username = common::USER.into();
+        config.upstream.password = secret(common::PASSWORD);
+        tweak(&mut config);
+        let sidecar = Sidecar::start(config).await.expect("sidecar starts");
+        Self {
+            _stack: stack,
+            sidecar,
+        }
+    }
+
+    async fn client(&self, (user, password): (&str, &str)) -> Conn {
+        let opts = OptsBuilder::default()
+            .ip_or_hostname("127.0.0.1")
+            .tcp_port(self.sidecar.addr().port())
+            .prefer_socket(false)
+            .user(Some(user))
+            .pass(Some(password))
+            .db_name(Some("app"));
+        tokio::time::timeout(Duration::from_secs(10), Conn::new(opts))
+            .await
+            .expect("login answered")
+            .expect("logs in through the sidecar")
+    }
+
+    async fn raw(&self) -> TcpStream {
+        TcpStream::connect(self.sidecar.addr()).await.unwrap()
+    }
+}
+
+/// One packet: (sequence id, payload).
+async fn read_packet(s: &mut TcpStream) -> (u8, Vec<u8>) {
+    let mut header = [0u8; 4];
+    tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut header))
+        .await
+        .expect("a packet within 5 s")
+        .expect("a packet header");
+    let len = u32::from_le_bytes([header[0], header[1], header[2], 0]) as usize;
+    let mut payload = vec![0; len];
+    s.read_exact(&mut payload).await.unwrap();
+    (header[3], payload)
+}
+
+fn err_code(payload: &[u8]) -> u16 {
+    assert_eq!(payload.first(), Some(&0xff), "an ERR packet: {payload:?}");
+    u16::from_le_bytes([payload[1], payload[2]])
+}
+
+/// Waits (up to `within`) for the peer to close; what it sent meanwhile.
+async fn wait_closed(s: &mut TcpStream, within: Duration) -> Vec<u8> {
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(within, async {
+        let mut buf = [0u8; 1024];
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "still open after {within:?}");
+    got
+}
+
+fn server_error(e: &mysql_async::Error) -> (u16, String, String) {
+    match e {
+        mysql_async::Error::Server(e) => (e.code, e.state.clone(), e.message.clone()),
+        other => panic!("expected a server error, got {other}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_answers_is_closed_after_the_login_timeout() {
+    let chain = Chain::start(|c| c.login_timeout = Duration::from_secs(1)).await;
+    let mut silent = chain.raw().await;
+    let start = Instant::now();
+    let (_, greeting) = read_packet(&mut silent).await;
+    assert_eq!(greeting[0], 10, "protocol 10 greeting");
+    let after = wait_closed(&mut silent, Duration::from_secs(5)).await;
+    assert!(after.is_empty(), "closed without a word, as MariaDB does");
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(900),
+        "closed at the timeout, not before: {waited:?}"
+    );
+    // The clock runs from the connect, so a slow dribble is cut as well.
+    let mut dribbling = chain.raw().await;
+    read_packet(&mut dribbling).await;
+    dribbling.write_all(&[100, 0, 0, 1, 0]).await.unwrap();
+    wait_closed(&mut dribbling, Duration::from_secs(5)).await;
+    // Clients that log in are not affected, however long they then stay.
+    let mut conn = chain.client(APP).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let one: i64 = conn.query_first("SELECT 1").await.unwrap().unwrap();
+    assert_eq!(one, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_packet_before_login_gets_1153_at_once() {
+    let chain = Chain::start(|_| {}).await;
+    for announced in [0xff_ffff_u32, 20 << 10] {
+        let mut s = chain.raw().await;
+        read_packet(&mut s).await;
+        // Only the header and a few bytes: the answer must not wait for the
+        // rest (the 64 MiB max_allowed_packet applies only after login).
+        let len = announced.to_le_bytes();
+        s.write_all(&[len[0], len[1], len[2], 1, 0x0d, 0xa2])
+            .await
+            .unwrap();
+        let (seq, err) = read_packet(&mut s).await;
+        assert_eq!(err_code(&err), 1153, "{announced} bytes announced");
+        assert_eq!(&err[3..9], b"#08S01");
+        assert_eq!(seq, 2, "a reply to the client's packet 1");
+        wait_closed(&mut s, Duration::from_secs(5)).await;
+    }
+    // A real login, with mysql_async's connect attributes, fits.
+    let mut conn = chain.client(APP).await;
+    // And after it the configured max_allowed_packet applies.
+    let big: usize = conn
+        .query_first(format!("SELECT LENGTH('{}')", "x".repeat(100 << 10)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(big, 100 << 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_never_log_in_cannot_take_every_slot() {
+    let chain = Chain::start(|c| {
+        c.max_connections = 3;
+        c.max_connections_logging_in = 1;
+        c.login_timeout = Duration::from_secs(1);
+    })
+    .await;
+    let mut a = chain.client(APP).await;
+    let mut stranger = chain.raw().await;
+    assert_eq!(read_packet(&mut stranger).await.1[0], 10, "greeted");
+    // A second one still logging in is refused, as when full, although a
+    // slot is free: strangers hold at most max_connections_logging_in.
+    let mut refused = chain.raw().await;
+    assert_eq!(err_code(&read_packet(&mut refused).await.1), 1040);
+    wait_closed(&mut refused, Duration::from_secs(5)).await;
+    // The stranger goes at the login timeout; then clients log in again
+    // and get every remaining slot.
+    wait_closed(&mut stranger, Duration::from_secs(5)).await;
+    let mut b = chain.client(OTHER).await;
+    let mut c = chain.client(APP).await;
+    for conn in [&mut a, &mut b, &mut c] {
+        let one: i64 = conn.query_first("SELECT 1").await.unwrap().unwrap();
+        assert_eq!(one, 1);
+    }
+    assert_eq!(chain.sidecar.connections(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_is_only_for_the_same_users_connections() {
+    let chain = Chain::start(|_| {}).await;
+    let mut victim = chain.client(APP).await;
+    let id = victim.id();
+    let mut intruder = chain.client(OTHER).await;
+    for sql in [format!("KILL {id}"), format!("KILL QUERY {id}")] {
+        let e = intruder.query_drop(&sql).await.expect_err("refused");
+        assert_eq!(
+            server_error(&e),
+            (
+                1095,
+                "HY000".to_string(),
+                format!("You are not owner of thread {id}")
+            ),
+            "{sql}"
+        );
+    }
+    let one: i64 = victim.query_first("SELECT 1").await.unwrap().unwrap();
+    assert_eq!(one, 1, "the victim keeps working");
+    // The same user may: KILL QUERY leaves the connection open, KILL ends it.
+    let mut owner = chain.client(APP).await;
+    owner.query_drop(format!("KILL QUERY {id}")).await.unwrap();
+    let one: i64 = victim.query_first("SELECT 1").await.unwrap().unwrap();
+    assert_eq!(one, 1);
+    owner.query_drop(format!("KILL {id}")).await.unwrap();
+    assert!(victim.query_drop("SELECT 1").await.is_err(), "killed");
+    // The intruder's own connection is still its own to end.
+    let own = intruder.id();
+    let mut again = chain.client(OTHER).await;
+    again.query_drop(format!("KILL {own}")).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_query_id_goes_to_the_backend() {
+    let chain = Chain::start(|_| {}).await;
+    let mut victim = chain.client(APP).await;
+    let id = victim.id();
+    let mut other = chain.client(APP).await;
+    // A query id, not a connection id: the backend judges it (no such
+    // query there), and the sidecar's connection `id` is untouched.
+    let e = other
+        .query_drop(format!("KILL QUERY ID {id}"))
+        .await
+        .expect_err("no such query at the backend");
+    let (code, _, message) = server_error(&e);
+    assert_eq!(code, 1957, "ER_NO_SUCH_QUERY from MariaDB: {message}");
+    let one: i64 = victim.query_first("SELECT 1").await.unwrap().unwrap();
+    assert_eq!(one, 1);
+}
+
+/// `myquic` with `args`: exit code and stderr.
+async fn myquic(args: &[&str]) -> (i32, String) {
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_myquic"))
+            .args(args)
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await
+    .expect("myquic finishes")
+    .expect("myquic runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("--- myquic {args:?}: {:?}\n{stdout}{stderr}", out.status);
+    (out.status.code().unwrap_or(-1), format!("{stdout}{stderr}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_with_a_client_still_logging_in_exits_at_once() {
+    let stack = Stack::start().await;
+    let mut sidecar = common::sidecar_child::spawn(
+        None,
+        stack.addr(),
+        &stack.cert,
+        "[sidecar.admin]\nenabled = false\n",
+        None,
+    );
+    let socket = sidecar.socket.clone();
+    let mut stranger = connect_when_listening(&socket).await;
+    let mut header = [0u8; 4];
+    stranger.read_exact(&mut header).await.expect("greeted");
+    let term = Instant::now();
+    // SAFETY: signals the child this test started.
+    assert_eq!(unsafe { libc::kill(sidecar.pid as i32, libc::SIGTERM) }, 0);
+    let child = sidecar.child.inner();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            term.elapsed() < Duration::from_secs(5),
+            "still draining after 5 s (default drain: 15 s + 10 s)"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let log = std::fs::read_to_string(&sidecar.log).unwrap_or_default();
+    assert_eq!(status.code(), Some(0), "a clean drain:\n{log}");
+    assert!(!log.contains("inside a transaction"), "nothing cut:\n{log}");
+}
+
+/// A unix-socket connection once the sidecar listens (its socket file
+/// appears and accepts), within 10 s.
+async fn connect_when_listening(socket: &Path) -> tokio::net::UnixStream {
+    let start = Instant::now();
+    loop {
+        if let Ok(s) = tokio::net::UnixStream::connect(socket).await {
+            return s;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "not listening");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn sidecar_config(
+    dir: &Path,
+    listen: &str,
+    extra_auth: &str,
+    upstream: &str,
+    ca: &Path,
+) -> PathBuf {
+    let path = dir.join(format!(
+        "{}.toml",
+        listen.replace([':', '.', '[', ']'], "_")
+    ));
+    std::fs::write(
+        &path,
+        format!(
+            "[sidecar]\nlisten = \"{listen}\"\n[sidecar.auth]\n{extra_auth}\n[sidecar.upstream]\nurl = \"{upstream}\"\nca = {ca:?}\nusername = \"{user}\"\npassword = {{ value = \"{password}\" }}\n",
+            ca = ca.display().to_string(),
+            user = common::USER,
+            password = common::PASSWORD,
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_user_on_the_network_must_be_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, "").unwrap();
+    let check = |config: &Path| {
+        let config = config.display().to_string();
+        async move { myquic(&["--config", &config, "sidecar", "--check-config"]).await }
+    };
+    let url = "https://gateway.example:8443";
+    let open = sidecar_config(dir.path(), "0.0.0.0:3306", "", url, &ca);
+    let (code, out) = check(&open).await;
+    assert_eq!(code, 64, "{out}");
+    assert!(
+        out.contains("sidecar.auth.allow_any_user_on_network"),
+        "{out}"
+    );
+    // The flag counts as much as the file.
+    let loopback = sidecar_config(dir.path(), "127.0.0.1:3306", "", url, &ca);
+    let (code, out) = check(&loopback).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("warning"), "{out}");
+    let loopback = loopback.display().to_string();
+    let (code, _) = myquic(&[
+        "--config",
+        &loopback,
+        "sidecar",
+        "--listen",
+        "[::]:3306",
+        "--check-config",
+    ])
+    .await;
+    assert_eq!(code, 64);
+    // Allowed by name: valid, with a warning.
+    let allowed = sidecar_config(
+        dir.path(),
+        "[::]:3306",
+        "allow_any_user_on_network = true",
+        url,
+        &ca,
+    );
+    let (code, out) = check(&allowed).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("warning") && out.contains("any user name and password"),
+        "{out}"
+    );
+
+    // The doctor says so too, next to a working gateway (exit 2: works,
+    // with a warning), and fails the configuration that will not start.
+    let stack = Stack::start().await;
+    let url = format!("https://localhost:{}", stack.addr().port());
+    let allowed = sidecar_config(
+        dir.path(),
+        "0.0.0.0:3306",
+        "allow_any_user_on_network = true",
+        &url,
+        &stack.cert,
+    )
+    .display()
+    .to_string();
+    let (code, out) = myquic(&["--config", &allowed, "doctor"]).await;
+    assert!(out.contains("WARN clients"), "{out}");
+    assert_eq!(code, 2, "{out}");
+    let refused = sidecar_config(dir.path(), "0.0.0.0:3307", "", &url, &stack.cert)
+        .display()
+        .to_string();
+    let (code, out) = myquic(&["--config", &refused, "doctor"]).await;
+    assert!(out.contains("FAIL clients"), "{out}");
+    assert_eq!(code, 1, "{out}");
+}
