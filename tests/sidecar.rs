@@ -106,8 +106,7 @@ impl Chain {
             .prefer_socket(true)
             .user(Some("app"))
             .pass(Some("app-backend-pw"))
-            .db_name(Some("app"))
-            .client_found_rows(true);
+            .db_name(Some("app"));
         Conn::new(opts).await.expect("connects to MariaDB")
     }
 }
@@ -323,6 +322,7 @@ async fn statements_results_and_errors_match_mariadb() {
         "UPDATE t SET n = n + 1",
         "UPDATE t SET n = n WHERE v = 'a'",
         "SELECT LAST_INSERT_ID(), ROW_COUNT()",
+        "INSERT INTO t (v, n) VALUES ('a', 2) ON DUPLICATE KEY UPDATE n = 2",
         "INSERT INTO t (v) VALUES ('a')",
         "SELEC 1",
         "SELECT * FROM missing",
@@ -354,12 +354,12 @@ async fn statements_results_and_errors_match_mariadb() {
     for (got, expected) in outputs[0].iter().zip(&outputs[1]) {
         assert_eq!(got, expected);
     }
-    let dup = &outputs[0][4];
+    let dup = &outputs[0][5];
     assert!(dup.contains("1062") && dup.contains("23000"), "{dup}");
     assert!(
-        outputs[0][8].contains("..b (org"),
+        outputs[0][9].contains("..b (org"),
         "procedure result sets: {}",
-        outputs[0][8]
+        outputs[0][9]
     );
 }
 
