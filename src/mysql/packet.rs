@@ -152,6 +152,29 @@ impl Packets {
         self.buf.is_empty()
     }
 
+    /// Removes the last packet (one shorter than a full chunk, such as a
+    /// login's final OK) and rewinds the sequence to it, so that another
+    /// can take its place. `false` if there is no such packet.
+    pub fn drop_last(&mut self) -> bool {
+        let mut at = 0;
+        let mut last = None;
+        while at + 4 <= self.buf.len() {
+            let len = usize::from(self.buf[at])
+                | usize::from(self.buf[at + 1]) << 8
+                | usize::from(self.buf[at + 2]) << 16;
+            last = Some((at, len, self.buf[at + 3]));
+            at += 4 + len;
+        }
+        match last {
+            Some((start, len, seq)) if len < MAX_CHUNK && start + 4 + len == self.buf.len() => {
+                self.buf.truncate(start);
+                self.seq = seq;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Takes the framed bytes, keeping the sequence counter.
     pub fn take(&mut self) -> BytesMut {
         self.buf.split()
@@ -160,6 +183,19 @@ impl Packets {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_last_packet_can_be_replaced() {
+        let mut out = Packets::reply_to(2);
+        out.push(|b| b.extend_from_slice(&[0x01, 0x03]));
+        out.push(|b| b.extend_from_slice(&[0x00, 0, 0, 2, 0, 0, 0]));
+        assert!(out.drop_last());
+        assert_eq!(out.seq, 4);
+        assert_eq!(&out.buf[..], &[2, 0, 0, 3, 0x01, 0x03]);
+        out.push(|b| b.put_u8(0xff));
+        assert_eq!(&out.buf[6..], &[1, 0, 0, 4, 0xff]);
+        assert!(!Packets::default().drop_last());
+    }
+
     use super::*;
 
     #[test]

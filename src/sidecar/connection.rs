@@ -44,6 +44,10 @@ pub enum Next {
 /// session.
 const CLOSE_SESSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// Most login databases remembered as selectable (see
+/// [`Connection::open_login_database`]).
+const KNOWN_DATABASES_MAX: usize = 1024;
+
 /// Packets are written to the client once this much is buffered.
 const WRITE_CHUNK: usize = 64 * 1024;
 
@@ -100,6 +104,9 @@ pub struct Connection {
     multi_statements: bool,
     /// What each new upstream session is asked for.
     new_session: NewSession,
+    /// The login's database, taken as known without a request: forgotten
+    /// if its first request finds it gone.
+    unchecked_database: Option<String>,
 }
 
 impl Connection {
@@ -128,6 +135,7 @@ impl Connection {
             style: login.column_style,
             session: Session::new(new_session),
             new_session,
+            unchecked_database: None,
             charset: login.charset,
             pending_error: None,
             statements: HashMap::new(),
@@ -201,6 +209,16 @@ impl Connection {
             };
             if self.io.write(&mut out).await.is_err() || self.io.flush().await.is_err() {
                 break;
+            }
+            if self.session.target_refused()
+                && let Some(db) = self.unchecked_database.take()
+            {
+                // It was selected once, and is gone now.
+                self.shared
+                    .known_databases
+                    .lock()
+                    .expect("not poisoned")
+                    .remove(&db);
             }
             if next == Next::Close
                 || self.session.target_refused()
@@ -478,6 +496,60 @@ impl Connection {
             }
         }
         Next::Continue
+    }
+
+    /// Makes `db`, which the client named at login, the default database,
+    /// before the login's OK: `Err` (the backend's 1049 or 1044) refuses
+    /// the login, as a server does. A database the gateway has selected
+    /// for an earlier login costs nothing now (it rides on the first
+    /// request); another costs one request, once per database.
+    pub async fn open_login_database(&mut self, db: &str) -> Result<(), MysqlError> {
+        if !self.shared.upstream_targets.load(Ordering::Relaxed) {
+            // A psdb server that takes no target: `USE`, now.
+            self.use_database(db).await;
+            return self.pending_error.take().map_or(Ok(()), Err);
+        }
+        self.session = Session::in_database(db, self.new_session);
+        let known = (self.shared.known_databases.lock())
+            .expect("not poisoned")
+            .contains(db);
+        if known {
+            self.unchecked_database = Some(db.to_string());
+            return Ok(());
+        }
+        let reply = self
+            .shared
+            .client
+            .execute(self.session.cookie(), "DO 0", HashMap::new())
+            .await
+            .map_err(|e| errors::from_call(&e, false))?;
+        if let Some(cookie) = reply.session {
+            self.session.update(cookie);
+        }
+        if self.session.target_refused() {
+            // The gateway made a session anyway: it must not wait for its
+            // idle timeout.
+            self.close_upstream();
+            return Err(reply.message.error.map_or_else(
+                || errors::unknown_database(db),
+                |e| from_rpc_message(&e.message),
+            ));
+        }
+        let mut known = self.shared.known_databases.lock().expect("not poisoned");
+        if known.len() < KNOWN_DATABASES_MAX {
+            known.insert(db.to_string());
+        }
+        Ok(())
+    }
+
+    /// Sends the login's last packets, or the refusal of its database in
+    /// place of its OK; `None` when the connection must end.
+    pub async fn finish_login(
+        &mut self,
+        ok: Packets,
+        database: Result<(), MysqlError>,
+    ) -> Option<()> {
+        super::login::finish(&mut self.io, ok, database).await
     }
 
     /// Makes `db`, which the client named at login, the default database.

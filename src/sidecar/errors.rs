@@ -109,6 +109,12 @@ pub fn too_many_placeholders() -> MysqlError {
     )
 }
 
+/// ER_BAD_DB_ERROR, for a login database the gateway refused without
+/// saying why.
+pub fn unknown_database(db: &str) -> MysqlError {
+    error(1049, "42000", format!("Unknown database '{db}'"))
+}
+
 /// ER_NO_SUCH_THREAD.
 pub fn unknown_thread(id: u64) -> MysqlError {
     error(1094, "HY000", format!("Unknown thread id: {id}"))

@@ -15,12 +15,14 @@ use super::io::{Framed, IoError};
 /// Greets the client and authenticates it locally: no upstream round trip.
 /// `None` if the login failed (the ERR is already written) or the client
 /// went away. The caller bounds its time (`login_timeout`) and the size
-/// of the packets it reads (`LOGIN_MAX_PACKET`).
+/// of the packets it reads (`LOGIN_MAX_PACKET`). The last packets (the OK
+/// that ends the login) are returned unsent: the caller may still have to
+/// refuse the login's default database in its place.
 pub async fn login(
     io: &mut Framed,
     handshake: &mut Handshake,
     tls: Option<&TlsAcceptor>,
-) -> Option<Authenticated> {
+) -> Option<(Authenticated, Packets)> {
     let mut out = Packets::default();
     handshake.greeting(&mut out);
     send(io, &mut out).await?;
@@ -39,9 +41,11 @@ pub async fn change_user(
         Ok(Progress::Done(auth)) => auth,
         Ok(Progress::Continue) => {
             send(&mut conn.io, out).await.ok_or(())?;
-            exchange(&mut conn.io, &mut conn.handshake, None)
+            let (auth, mut ok) = exchange(&mut conn.io, &mut conn.handshake, None)
                 .await
-                .ok_or(())?
+                .ok_or(())?;
+            send(&mut conn.io, &mut ok).await.ok_or(())?;
+            auth
         }
         Ok(Progress::StartTls) | Err(_) => return Err(()),
     };
@@ -54,7 +58,7 @@ async fn exchange(
     io: &mut Framed,
     handshake: &mut Handshake,
     tls: Option<&TlsAcceptor>,
-) -> Option<Authenticated> {
+) -> Option<(Authenticated, Packets)> {
     loop {
         let packet = match io.read().await {
             Ok(packet) => packet,
@@ -66,10 +70,12 @@ async fn exchange(
         };
         let mut out = Packets::default();
         let progress = handshake.on_packet(&packet, &mut out);
+        if let Ok(Progress::Done(auth)) = progress {
+            return Some((auth, out));
+        }
         send(io, &mut out).await?;
         match progress {
-            Ok(Progress::Continue) => {}
-            Ok(Progress::Done(auth)) => return Some(auth),
+            Ok(Progress::Continue) | Ok(Progress::Done(_)) => {}
             Ok(Progress::StartTls) => io.start_tls(tls?).await.ok()?,
             Err(e) => {
                 tracing::info!(error = %e, "client login refused");
@@ -92,4 +98,22 @@ async fn refuse_oversized(io: &mut Framed, e: &PacketError) {
 async fn send(io: &mut Framed, out: &mut Packets) -> Option<()> {
     io.write(out).await.ok()?;
     io.flush().await.ok()
+}
+
+/// Ends a login: its final OK, or, if the default database it named
+/// cannot be used, the backend's error in the OK's place (what a server
+/// answers), after which the connection closes.
+pub async fn finish(
+    io: &mut Framed,
+    mut ok: Packets,
+    database: Result<(), crate::translate::errors::MysqlError>,
+) -> Option<()> {
+    if let Err(e) = &database {
+        if !ok.drop_last() {
+            return None;
+        }
+        response::err(&mut ok, e);
+    }
+    send(io, &mut ok).await?;
+    database.ok()
 }

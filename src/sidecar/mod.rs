@@ -17,11 +17,11 @@ pub mod login;
 pub mod registry;
 pub mod session;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -60,6 +60,10 @@ pub struct Shared {
     /// `target_string` names (learned at start; until then, and with a
     /// gateway that does not, the database is selected by a `USE`).
     pub upstream_targets: AtomicBool,
+    /// Databases the gateway has selected as a login's default database:
+    /// a later login naming one of them is not checked again (see
+    /// `Connection::open_login_database`). Bounded; forgotten when refused.
+    pub known_databases: Mutex<HashSet<String>>,
     /// The greeting's version is final: configured, or learned from the
     /// backend (see [`GREETING_WAIT`]).
     version_known: tokio::sync::watch::Sender<bool>,
@@ -122,6 +126,7 @@ impl Sidecar {
             login_slots: Arc::new(Semaphore::new(config.max_connections_logging_in)),
             login_timeout: config.login_timeout,
             upstream_targets: AtomicBool::new(false),
+            known_databases: Mutex::default(),
             version_known: tokio::sync::watch::Sender::new(config.server_version != "auto"),
             draining: std::sync::atomic::AtomicBool::new(false),
         });
@@ -510,7 +515,7 @@ async fn serve(stream: Box<dyn Stream>, secure: bool, shared: Arc<Shared>) {
         }),
         () = stopped => None,
     };
-    let Some((handshake, login)) = logged_in else {
+    let Some((handshake, (login, ok))) = logged_in else {
         return;
     };
     drop(login_slot);
@@ -519,11 +524,17 @@ async fn serve(stream: Box<dyn Stream>, secure: bool, shared: Arc<Shared>) {
     debug!(user = %login.user, id = registration.id, "client logged in");
     let database = login.database.clone();
     let mut conn = Connection::new(io, shared.clone(), registration, handshake, &login);
-    // The database first: with a gateway that takes it in the session's
-    // target, it rides on the first request — the collation's, if one is
-    // needed, else the client's first command.
-    if let Some(db) = database {
-        conn.start_in(&db).await;
+    // The database first: one the gateway has selected before rides on
+    // the first request (the collation's, if one is needed, else the
+    // client's first command); another is tried before the login's OK,
+    // so that a client naming a database that does not exist is refused
+    // at connect (1049), as by a server.
+    let opened = match database {
+        Some(db) => conn.open_login_database(&db).await,
+        None => Ok(()),
+    };
+    if conn.finish_login(ok, opened).await.is_none() {
+        return;
     }
     conn.set_collation(login.charset).await;
     conn.run().await;

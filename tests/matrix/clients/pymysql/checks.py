@@ -386,6 +386,21 @@ def check_found_rows():
     return answers
 
 
+def check_unknown_database():
+    # Refused at connect, as a server refuses it (1049; 1044 where the
+    # account has no grant), not at the first statement.
+    out = {}
+    for db in (f"{P}_no_such_database", "mysql", env("MQ_OTHER_DATABASE")):
+        for attempt in (1, 2):
+            try:
+                conn = connect(database=db)
+                out[f"{db}/{attempt}"] = query(conn, "SELECT DATABASE()")
+                conn.close()
+            except pymysql.MySQLError as e:
+                out[f"{db}/{attempt}"] = error(e)
+    return out
+
+
 run([
     ("connect", check_connect),
     ("tls", check_tls),
@@ -405,4 +420,5 @@ run([
     ("bytes_in_sql_text", check_bytes_in_sql_text),
     ("multibyte_comment", check_multibyte_comment),
     ("found_rows", check_found_rows),
+    ("unknown_database", check_unknown_database),
 ])
