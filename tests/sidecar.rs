@@ -865,3 +865,34 @@ async fn a_client_gone_inside_a_transaction_releases_its_locks_at_once() {
         .unwrap();
     assert_eq!(v, 2, "the departed client's update was rolled back");
 }
+
+/// `LOAD DATA LOCAL INFILE` would make the backend ask for a client file
+/// the API cannot carry (and the gateway's driver would drop the
+/// connection): it is refused with 1148 before it runs, and the client's
+/// connection and session go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_data_local_is_refused_and_the_connection_goes_on() {
+    let chain = Chain::start().await;
+    let mut via = chain.client().await;
+    via.query_drop("CREATE TABLE loaded (id INT)").await.unwrap();
+    via.query_drop("SET @kept = 7").await.unwrap();
+    for sql in [
+        "LOAD DATA LOCAL INFILE '/etc/hostname' INTO TABLE loaded",
+        "/*!LOAD DATA LOCAL INFILE '/etc/hostname' INTO TABLE loaded */",
+    ] {
+        match via.query_drop(sql).await {
+            Err(mysql_async::Error::Server(e)) => {
+                assert_eq!((e.code, e.state.as_str()), (1148, "42000"), "{sql}: {e:?}")
+            }
+            other => panic!("{sql}: {other:?}"),
+        }
+    }
+    let kept: i64 = via.query_first("SELECT @kept").await.unwrap().unwrap();
+    assert_eq!(kept, 7, "same session after the refusal");
+    let rows: i64 = via
+        .query_first("SELECT COUNT(*) FROM loaded")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rows, 0);
+}

@@ -235,6 +235,19 @@ impl Rpc {
                 }
             };
         debug!(sql = %String::from_utf8_lossy(&sql), "execute");
+        if statement::is_load_local(&sql) {
+            // The backend would ask for a file the API cannot carry, and
+            // the driver would drop the connection: refuse it unrun, the
+            // session intact.
+            return Ran {
+                outcome: None,
+                error: Some(to_rpc_error(&MysqlError {
+                    code: 1148,
+                    state: "42000".into(),
+                    message: "The used command is not allowed: LOAD DATA LOCAL INFILE cannot send a client's file through the gateway (use LOAD DATA INFILE on the database server, or INSERT)".into(),
+                })),
+            };
+        }
         let timeout = self.limits.query_timeout;
         let conn = match self.connection(account, lease).await {
             Ok(conn) => conn,

@@ -95,6 +95,36 @@ pub fn leading_keyword(sql: &[u8]) -> Option<&[u8]> {
     (len > 0).then(|| &rest[..len])
 }
 
+/// True if `sql` is `LOAD DATA LOCAL` or `LOAD XML LOCAL`: the server
+/// would ask the client for a file, which cannot travel through the API.
+/// An executable comment could hide it, so one that mentions both LOAD
+/// and LOCAL counts too.
+pub fn is_load_local(sql: &[u8]) -> bool {
+    let Some(keyword) = leading_keyword(sql) else {
+        let upper = sql.to_ascii_uppercase();
+        let has = |word: &[u8]| upper.windows(word.len()).any(|w| w == word);
+        return has(b"LOAD") && has(b"LOCAL");
+    };
+    if !keyword.eq_ignore_ascii_case(b"LOAD") {
+        return false;
+    }
+    let at = keyword.as_ptr() as usize - sql.as_ptr() as usize + keyword.len();
+    let mut words = sql[at..]
+        .split(|c| !(c.is_ascii_alphanumeric() || *c == b'_'))
+        .filter(|w| !w.is_empty());
+    if !words
+        .next()
+        .is_some_and(|w| w.eq_ignore_ascii_case(b"DATA") || w.eq_ignore_ascii_case(b"XML"))
+    {
+        return false;
+    }
+    words
+        .find(|w| {
+            !w.eq_ignore_ascii_case(b"LOW_PRIORITY") && !w.eq_ignore_ascii_case(b"CONCURRENT")
+        })
+        .is_some_and(|w| w.eq_ignore_ascii_case(b"LOCAL"))
+}
+
 /// Whether `sql` holds several statements, which a client that did not
 /// enable multi-statements must not be able to run (it is what keeps an
 /// injected `; DROP TABLE …` from executing). Routine and trigger bodies
@@ -193,6 +223,25 @@ mod tests {
             "BEGIN; UPDATE t SET x = 'Привет'".as_bytes(),
             &D
         ));
+    }
+
+    #[test]
+    fn load_local_is_found() {
+        for sql in [
+            "LOAD DATA LOCAL INFILE 'x' INTO TABLE t",
+            " load data low_priority local infile '/etc/passwd' into table t",
+            "LOAD XML CONCURRENT LOCAL INFILE 'a.xml' INTO TABLE t",
+            "/*!LOAD DATA LOCAL INFILE 'x' INTO TABLE t */",
+        ] {
+            assert!(is_load_local(sql.as_bytes()), "{sql}");
+        }
+        for sql in [
+            "LOAD DATA INFILE '/tmp/x' INTO TABLE t",
+            "SELECT 'LOAD DATA LOCAL'",
+            "LOAD INDEX INTO CACHE t",
+        ] {
+            assert!(!is_load_local(sql.as_bytes()), "{sql}");
+        }
     }
 
     #[test]
