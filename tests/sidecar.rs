@@ -874,7 +874,9 @@ async fn a_client_gone_inside_a_transaction_releases_its_locks_at_once() {
 async fn load_data_local_is_refused_and_the_connection_goes_on() {
     let chain = Chain::start().await;
     let mut via = chain.client().await;
-    via.query_drop("CREATE TABLE loaded (id INT)").await.unwrap();
+    via.query_drop("CREATE TABLE loaded (id INT)")
+        .await
+        .unwrap();
     via.query_drop("SET @kept = 7").await.unwrap();
     for sql in [
         "LOAD DATA LOCAL INFILE '/etc/hostname' INTO TABLE loaded",
@@ -895,4 +897,27 @@ async fn load_data_local_is_refused_and_the_connection_goes_on() {
         .unwrap()
         .unwrap();
     assert_eq!(rows, 0);
+}
+
+/// `SET SESSION wait_timeout = 2`, then silence: the server closes an
+/// idle connection after it (drivers' stale-connection checks expect the
+/// socket to close), and so does the sidecar, closing its session too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_client_is_closed_after_the_sessions_wait_timeout() {
+    let chain = Chain::start_with(|c| {
+        c.auth.users.clear();
+        c.auth.plugin = "mysql_native_password".into();
+    })
+    .await;
+    let query = |sql: &str| [&[0x03][..], sql.as_bytes()].concat();
+    let mut s = raw_login(chain.sidecar.addr()).await;
+    write_packet(&mut s, 0, &query("SET SESSION wait_timeout = 2")).await;
+    assert_eq!(read_packet(&mut s).await[0], 0, "SET");
+    let idle_since = std::time::Instant::now();
+    assert!(closed(&mut s).await, "closed after wait_timeout");
+    let waited = idle_since.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_millis(1900),
+        "closed early: {waited:?}"
+    );
 }

@@ -273,26 +273,37 @@ pub struct SessionFacts {
     /// `@@sql_mode`: `NO_BACKSLASH_ESCAPES` and `ANSI_QUOTES` change where
     /// strings end (and drivers escape by the first).
     pub sql_mode: Option<String>,
+    /// `@@wait_timeout`: how long the server lets the session idle.
+    pub wait_timeout: Option<u64>,
 }
 
 pub async fn session_facts(conn: &mut Conn) -> Result<SessionFacts, BackendError> {
     // The database name as UTF-8 bytes whatever `character_set_results`
     // the client chose (a binary column is sent unconverted).
-    type Row = (i64, i64, Option<Vec<u8>>, Option<String>, Option<String>);
+    type Row = (
+        i64,
+        i64,
+        Option<Vec<u8>>,
+        Option<String>,
+        Option<String>,
+        Option<u64>,
+    );
     let row: Option<Row> = conn
         .query_first(
             "SELECT @@in_transaction, @@autocommit, \
              CAST(CONVERT(DATABASE() USING utf8mb4) AS BINARY), \
-             @@character_set_client, @@sql_mode",
+             @@character_set_client, @@sql_mode, @@wait_timeout",
         )
         .await?;
-    let (in_tx, autocommit, database, charset, sql_mode) = row.unwrap_or((0, 1, None, None, None));
+    let (in_tx, autocommit, database, charset, sql_mode, wait_timeout) =
+        row.unwrap_or((0, 1, None, None, None, None));
     Ok(SessionFacts {
         in_transaction: in_tx != 0,
         autocommit: autocommit != 0,
         database: database.and_then(|d| String::from_utf8(d).ok()),
         charset,
         sql_mode,
+        wait_timeout,
     })
 }
 

@@ -372,6 +372,7 @@ impl Rpc {
                 state.target = facts.database;
                 state.charset = facts.charset;
                 state.sql_mode = facts.sql_mode;
+                state.wait_timeout = facts.wait_timeout;
             }
             Err(BackendError::Connection(_)) => state.conn = None,
             Err(BackendError::Sql(e)) => debug!(code = e.code, "session state unavailable"),
@@ -400,6 +401,7 @@ impl Rpc {
             // server's default mode, whatever the last one had.
             state.charset = None;
             state.sql_mode = None;
+            state.wait_timeout = None;
             if let Some(target) = &state.target {
                 match backend::select_database(&mut conn, target).await {
                     Ok(()) => {}

@@ -50,6 +50,9 @@ pub struct SessionState {
     /// same reason and for the status flags drivers escape by.
     pub charset: Option<String>,
     pub sql_mode: Option<String>,
+    /// `@@wait_timeout` as last read: a sidecar closes an idle client
+    /// after it, as the server would.
+    pub wait_timeout: Option<u64>,
     /// Affected rows count the rows matched (the MySQL client flag
     /// `CLIENT_FOUND_ROWS`, a Vitess session's `options.client_found_rows`):
     /// the session's connections come from the pool opened with that flag.
@@ -72,13 +75,17 @@ impl SessionState {
 /// the ones a client set: values as SQL string literals.
 fn system_variables(state: &SessionState) -> HashMap<String, String> {
     let quoted = |v: &str| format!("'{}'", v.replace('\'', "''"));
-    [
+    let mut variables: HashMap<String, String> = [
         ("character_set_client", &state.charset),
         ("sql_mode", &state.sql_mode),
     ]
     .into_iter()
     .filter_map(|(name, value)| Some((name.to_string(), quoted(value.as_deref()?))))
-    .collect()
+    .collect();
+    if let Some(seconds) = state.wait_timeout {
+        variables.insert("wait_timeout".into(), seconds.to_string());
+    }
+    variables
 }
 
 /// One registered session.

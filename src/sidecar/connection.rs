@@ -152,8 +152,23 @@ impl Connection {
             if handle.is_draining() && !self.session.in_transaction {
                 break;
             }
+            // Idle past the session's wait_timeout: the server would close
+            // the connection (MariaDB without a word); so does the sidecar.
+            let idle = self.session.idle_timeout();
+            let read = async {
+                match idle {
+                    Some(limit) => tokio::time::timeout(limit, self.io.read()).await.ok(),
+                    None => Some(self.io.read().await),
+                }
+            };
             let packet = tokio::select! {
-                p = self.io.read() => p,
+                p = read => match p {
+                    Some(p) => p,
+                    None => {
+                        tracing::debug!(?idle, "idle past wait_timeout: closing");
+                        break;
+                    }
+                },
                 () = handle.kill.notified() => {
                     if handle.is_cut() {
                         // Unprompted, as mysqld does at shutdown: the

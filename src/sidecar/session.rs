@@ -166,6 +166,23 @@ impl Session {
         s
     }
 
+    /// How long the backend lets this session idle (`wait_timeout`, as
+    /// the gateway last reported it): the sidecar closes an idle client
+    /// after it, as the server closes its connection.
+    pub fn idle_timeout(&self) -> Option<std::time::Duration> {
+        let seconds: u64 = self
+            .cookie
+            .as_ref()?
+            .view()
+            .vitess_session
+            .as_ref()?
+            .system_variables
+            .get("wait_timeout")?
+            .parse()
+            .ok()?;
+        Some(std::time::Duration::from_secs(seconds.max(1)))
+    }
+
     /// How the backend reads this session's SQL: the character set and
     /// `sql_mode` the gateway reports in the session's system variables,
     /// or `login` (the handshake's character set) until it has.
