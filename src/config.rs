@@ -62,7 +62,7 @@ impl ConfigFile {
 
 /// A secret given inline, from a file (a mounted Kubernetes secret) or
 /// from an environment variable. Never printed.
-#[derive(Clone, Default, Deserialize)]
+#[derive(Clone, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Secret {
     pub value: Option<String>,
