@@ -374,7 +374,7 @@ async fn drain_does_not_wait_for_idle_connections() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn quitquitquit_needs_a_token_off_loopback() {
     let db = MariaDb::start().await;
-    let open = GatewayChild::ready(&db, "0.0.0.0", "", &[]).await;
+    let mut open = GatewayChild::ready(&db, "0.0.0.0", "", &[]).await;
     assert_eq!(open.quit(None).await, 403);
     assert_eq!(
         get(open.admin, "/ready").await.unwrap().0,
