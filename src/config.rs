@@ -62,7 +62,7 @@ impl ConfigFile {
 
 /// A secret given inline, from a file (a mounted Kubernetes secret) or
 /// from an environment variable. Never printed.
-#[derive(Clone, Default, Deserialize)]
+#[derive(Clone, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Secret {
     pub value: Option<String>,
@@ -125,13 +125,29 @@ mod tests {
             defaults.sidecar.drain.transaction_timeout
         );
         assert_eq!(file.gateway.drain.timeout, defaults.gateway.drain.timeout);
+        let (shown, default) = (&file.gateway, &defaults.gateway);
+        assert_eq!(shown.timeouts.tls_handshake, default.timeouts.tls_handshake);
+        assert_eq!(
+            shown.timeouts.request_headers,
+            default.timeouts.request_headers
+        );
+        assert_eq!(shown.timeouts.request_body, default.timeouts.request_body);
+        assert_eq!(
+            shown.limits.max_streams_per_connection,
+            default.limits.max_streams_per_connection
+        );
+        assert_eq!(
+            shown.limits.max_pending_connections_per_peer,
+            default.limits.max_pending_connections_per_peer
+        );
     }
 
     /// Keys documented commented out (no default) parse once uncommented.
     #[test]
     fn commented_example_keys_parse() {
         let text = include_str!("../config.example.toml")
-            .replace("# tcp_congestion = ", "tcp_congestion = ");
+            .replace("# tcp_congestion = ", "tcp_congestion = ")
+            .replace("# quit_token = ", "quit_token = ");
         let file = ConfigFile::parse(&text).expect("config.example.toml parses uncommented");
         let name = |c: Option<crate::transport::tcp::TcpCongestion>| c.map(|c| c.to_string());
         assert_eq!(name(file.gateway.tcp_congestion).as_deref(), Some("bbr"));
@@ -139,6 +155,9 @@ mod tests {
             name(file.sidecar.upstream.tcp_congestion).as_deref(),
             Some("bbr")
         );
+        let token = |admin: &crate::admin::AdminConfig| admin.quit_token.clone().unwrap();
+        assert!(token(&file.gateway.admin).file.is_some());
+        assert!(token(&file.sidecar.admin).env.is_some());
         let bad = ConfigFile::parse("[gateway]\ntcp_congestion = \"BBR; x\"\n").unwrap_err();
         assert!(bad.to_string().contains("congestion"), "{bad}");
     }

@@ -76,6 +76,11 @@ struct GatewayArgs {
     /// Admin endpoint (health, metrics, /quitquitquit) [gateway.admin.listen].
     #[arg(long, env = "MYQUIC_GATEWAY_ADMIN_LISTEN")]
     admin_listen: Option<std::net::SocketAddr>,
+    /// File holding the bearer token /quitquitquit requires
+    /// [gateway.admin.quit_token]; or the token itself in
+    /// MYQUIC_GATEWAY_ADMIN_QUIT_TOKEN.
+    #[arg(long, env = "MYQUIC_GATEWAY_ADMIN_QUIT_TOKEN_FILE")]
+    admin_quit_token_file: Option<PathBuf>,
     /// Check the configuration and exit.
     #[arg(long)]
     check_config: bool,
@@ -124,6 +129,11 @@ struct SidecarArgs {
     /// Admin endpoint (health, metrics, /quitquitquit) [sidecar.admin.listen].
     #[arg(long, env = "MYQUIC_SIDECAR_ADMIN_LISTEN")]
     admin_listen: Option<std::net::SocketAddr>,
+    /// File holding the bearer token /quitquitquit requires
+    /// [sidecar.admin.quit_token]; or the token itself in
+    /// MYQUIC_SIDECAR_ADMIN_QUIT_TOKEN.
+    #[arg(long, env = "MYQUIC_SIDECAR_ADMIN_QUIT_TOKEN_FILE")]
+    admin_quit_token_file: Option<PathBuf>,
     /// Check the configuration and exit.
     #[arg(long)]
     check_config: bool,
@@ -206,6 +216,11 @@ async fn gateway(file: ConfigFile, args: GatewayArgs) -> ExitCode {
     if let Some(listen) = args.admin_listen {
         config.admin.listen = listen;
     }
+    apply_quit_token(
+        &mut config.admin,
+        "MYQUIC_GATEWAY_ADMIN_QUIT_TOKEN",
+        args.admin_quit_token_file,
+    );
     if let Some(exit) = stop_after_checking(config.validate(), args.check_config) {
         return exit;
     }
@@ -331,7 +346,34 @@ fn sidecar_config(
     if let Some(listen) = args.admin_listen {
         config.admin.listen = listen;
     }
+    apply_quit_token(
+        &mut config.admin,
+        "MYQUIC_SIDECAR_ADMIN_QUIT_TOKEN",
+        args.admin_quit_token_file,
+    );
     Ok(config)
+}
+
+/// The `/quitquitquit` token from the environment (`token_var` holds the
+/// token itself; never a flag, which `ps` would show) or a file flag,
+/// which wins.
+fn apply_quit_token(
+    admin: &mut myquic::admin::AdminConfig,
+    token_var: &str,
+    file: Option<PathBuf>,
+) {
+    if std::env::var_os(token_var).is_some() {
+        admin.quit_token = Some(myquic::config::Secret {
+            env: Some(token_var.to_string()),
+            ..Default::default()
+        });
+    }
+    if let Some(file) = file {
+        admin.quit_token = Some(myquic::config::Secret {
+            file: Some(file),
+            ..Default::default()
+        });
+    }
 }
 
 async fn doctor(file: ConfigFile, args: SidecarArgs) -> ExitCode {
@@ -378,7 +420,9 @@ impl Stop {
             let never = tokio_util::sync::CancellationToken::new();
             if let Err(e) = myquic::admin::start(admin, health, quit.clone(), never).await {
                 eprintln!("myquic: admin endpoint on {}: {e}", admin.listen);
-                return Err(ExitCode::FAILURE);
+                // A token that cannot be read is a configuration error.
+                let invalid = e.kind() == std::io::ErrorKind::InvalidInput;
+                return Err(ExitCode::from(if invalid { EXIT_CONFIG } else { 1 }));
             }
         }
         Ok(Self {

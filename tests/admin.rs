@@ -10,6 +10,8 @@
 //!   the request counter rises by exactly the number of queries, the byte
 //!   counters and latency histogram move, the connection gauge follows the
 //!   clients; `/quitquitquit` (POST only) drains an idle sidecar: exit 0.
+//! - `sidecar_quitquitquit_with_a_token`: with `admin.quit_token` set,
+//!   `/quitquitquit` is 401 without the bearer token and drains with it.
 //! - `udp_blocked_shows_in_the_metrics`: with UDP cut the transport gauge
 //!   flips to h2 and the fallback counter rises; with UDP back, h3 and the
 //!   return counter.
@@ -211,11 +213,18 @@ async fn open_transactions(direct: &mut mysql_async::Conn) -> u64 {
 
 /// POST with a raw HTTP/1.1 request: status line.
 async fn post(addr: SocketAddr, path: &str) -> String {
+    post_with(addr, path, None).await
+}
+
+/// POST with a raw HTTP/1.1 request and an optional `Authorization`:
+/// status line.
+async fn post_with(addr: SocketAddr, path: &str, authorization: Option<&str>) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let auth = authorization.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
     tcp.write_all(
         format!(
-            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            "POST {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n"
         )
         .as_bytes(),
     )
@@ -341,6 +350,31 @@ async fn probes_metrics_and_quitquitquit() {
     // No client left: /quitquitquit drains at once and exits cleanly.
     assert_eq!(
         post(sidecar.admin, "/quitquitquit").await,
+        "HTTP/1.1 200 OK"
+    );
+    assert_eq!(sidecar.exit_code(Duration::from_secs(10)).await, Some(0));
+}
+
+/// A sidecar whose admin endpoint has a quit token (here from a file)
+/// stops only for a request that carries it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sidecar_quitquitquit_with_a_token() {
+    let stack = common::Stack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("quit-token");
+    std::fs::write(&token, "t0ken\n").unwrap();
+    let extra = format!("quit_token = {{ file = \"{}\" }}\n", token.display());
+    let mut sidecar = Sidecar::ready(None, stack.addr(), &stack.cert, &extra).await;
+    for wrong in [None, Some("Bearer nope"), Some("t0ken")] {
+        assert_eq!(
+            post_with(sidecar.admin, "/quitquitquit", wrong).await,
+            "HTTP/1.1 401 Unauthorized",
+            "{wrong:?}"
+        );
+    }
+    assert_eq!(sidecar.get("/ready").await.0, 200, "still serving");
+    assert_eq!(
+        post_with(sidecar.admin, "/quitquitquit", Some("Bearer t0ken")).await,
         "HTTP/1.1 200 OK"
     );
     assert_eq!(sidecar.exit_code(Duration::from_secs(10)).await, Some(0));

@@ -7,12 +7,13 @@
 //! | `/startup`      | 200 once the role has been ready once (then stays 200) |
 //! | `/ready`        | 200 while the role can take work; 503 and the reason otherwise (before the upstream/backend answered, while draining) |
 //! | `/metrics`      | Prometheus text format |
-//! | `/quitquitquit` | POST: begins the graceful shutdown, as SIGTERM does |
+//! | `/quitquitquit` | POST: begins the graceful shutdown, as SIGTERM does (on a non-loopback listener only with `Authorization: Bearer <quit_token>`; see [`quit`]) |
 //!
 //! What "ready" means is the role's business ([`Health`]); this module
 //! only serves it.
 
 pub mod metrics;
+pub mod quit;
 pub mod wait;
 
 use std::convert::Infallible;
@@ -28,6 +29,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use crate::config::Secret;
+use quit::{QuitGuard, Verdict};
+
 /// `[sidecar.admin]` / `[gateway.admin]`.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
@@ -37,6 +41,9 @@ pub struct AdminConfig {
     /// Where. Loopback by default: in Kubernetes, HTTP probes come from
     /// the kubelet to the pod's IP, so set `0.0.0.0:PORT` there.
     pub listen: SocketAddr,
+    /// The bearer token `POST /quitquitquit` must carry. Unset: allowed
+    /// from anyone on a loopback listener, refused (403) on any other.
+    pub quit_token: Option<Secret>,
 }
 
 impl AdminConfig {
@@ -44,6 +51,7 @@ impl AdminConfig {
         Self {
             enabled: true,
             listen: SocketAddr::from(([127, 0, 0, 1], port)),
+            quit_token: None,
         }
     }
 }
@@ -70,13 +78,17 @@ pub struct Admin {
 }
 
 /// Binds `config.listen` and serves until `stop`. A POST to
-/// `/quitquitquit` cancels `quit`.
+/// `/quitquitquit` that passes the listener's [`QuitGuard`] cancels `quit`.
 pub async fn start(
     config: &AdminConfig,
     health: Arc<dyn Health>,
     quit: CancellationToken,
     stop: CancellationToken,
 ) -> std::io::Result<Admin> {
+    let guard = Arc::new(QuitGuard::from_config(config)?);
+    if let QuitGuard::Disabled = *guard {
+        info!(listen = %config.listen, "/quitquitquit refused on this non-loopback listener: no admin.quit_token");
+    }
     let listener = TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
     info!(%addr, "admin endpoint listening");
@@ -95,9 +107,10 @@ pub async fn start(
             };
             let health = health.clone();
             let quit = quit.clone();
+            let guard = guard.clone();
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |req| {
-                    let response = route(&req, &*health, &quit);
+                    let response = route(&req, &*health, &quit, &guard);
                     async move { Ok::<_, Infallible>(response) }
                 });
                 if let Err(e) = hyper::server::conn::http1::Builder::new()
@@ -116,6 +129,7 @@ fn route<B>(
     req: &http::Request<B>,
     health: &dyn Health,
     quit: &CancellationToken,
+    guard: &QuitGuard,
 ) -> http::Response<Full<Bytes>> {
     let check = |r: Result<(), String>| match r {
         Ok(()) => text(StatusCode::OK, "ok\n".into()),
@@ -137,11 +151,24 @@ fn route<B>(
             );
             response
         }
-        (&Method::POST, "/quitquitquit") => {
-            info!("shutdown requested on /quitquitquit");
-            quit.cancel();
-            text(StatusCode::OK, "shutting down\n".into())
-        }
+        (&Method::POST, "/quitquitquit") => match guard.check(req.headers()) {
+            Verdict::Allowed => {
+                info!("shutdown requested on /quitquitquit");
+                quit.cancel();
+                text(StatusCode::OK, "shutting down\n".into())
+            }
+            Verdict::Refused(status, why) => {
+                warn!(status = status.as_u16(), "refused a /quitquitquit");
+                let mut response = text(status, why.into());
+                if status == StatusCode::UNAUTHORIZED {
+                    response.headers_mut().insert(
+                        header::WWW_AUTHENTICATE,
+                        header::HeaderValue::from_static("Bearer"),
+                    );
+                }
+                response
+            }
+        },
         (_, "/quitquitquit") => {
             let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "use POST\n".into());
             response

@@ -21,6 +21,7 @@ pub struct GatewayConfig {
     pub credentials: Vec<Credential>,
     pub sessions: SessionConfig,
     pub limits: Limits,
+    pub timeouts: Timeouts,
     /// QUIC congestion controller: `bbr`, `cubic` or `newreno`.
     pub congestion: Congestion,
     /// TCP congestion controller of HTTP/2 connections (`bbr`, `cubic`,
@@ -129,6 +130,39 @@ pub struct Limits {
     pub query_timeout: Duration,
     /// Response bodies smaller than this are not compressed.
     pub compress_min_bytes: usize,
+    /// Concurrent requests (streams) on one HTTP/2 or HTTP/3 connection.
+    pub max_streams_per_connection: u32,
+    /// Connections one IP address may hold before a request on them has
+    /// authenticated; more are closed as they arrive.
+    pub max_pending_connections_per_peer: usize,
+}
+
+/// How long a client may take at each step before a request is
+/// authenticated and its body read: what an anonymous or stalled client
+/// can hold is bounded in time.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Timeouts {
+    /// The TLS handshake (TCP) or QUIC handshake.
+    #[serde(with = "humantime_serde")]
+    pub tls_handshake: Duration,
+    /// Request headers once due (HTTP/1.1 per request, the HTTP/2
+    /// connection preface and PING answers, each HTTP/3 request).
+    #[serde(with = "humantime_serde")]
+    pub request_headers: Duration,
+    /// A request's whole body, counted from its authenticated headers.
+    #[serde(with = "humantime_serde")]
+    pub request_body: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            tls_handshake: Duration::from_secs(10),
+            request_headers: Duration::from_secs(10),
+            request_body: Duration::from_secs(30),
+        }
+    }
 }
 
 impl Default for GatewayConfig {
@@ -140,6 +174,7 @@ impl Default for GatewayConfig {
             credentials: Vec::new(),
             sessions: SessionConfig::default(),
             limits: Limits::default(),
+            timeouts: Timeouts::default(),
             congestion: Congestion::default(),
             tcp_congestion: None,
             admin: AdminConfig::with_port(9902),
@@ -178,6 +213,8 @@ impl Default for Limits {
             stream_message_bytes: 256 << 10,
             query_timeout: Duration::from_secs(900),
             compress_min_bytes: 1024,
+            max_streams_per_connection: 4096,
+            max_pending_connections_per_peer: 64,
         }
     }
 }
@@ -218,6 +255,15 @@ impl GatewayConfig {
         }
         if self.limits.stream_message_bytes == 0 || self.limits.max_request_bytes == 0 {
             return invalid("gateway.limits", "sizes must be positive");
+        }
+        if self.limits.max_streams_per_connection == 0
+            || self.limits.max_pending_connections_per_peer == 0
+        {
+            return invalid("gateway.limits", "connection limits must be positive");
+        }
+        let t = &self.timeouts;
+        if [t.tls_handshake, t.request_headers, t.request_body].contains(&Duration::ZERO) {
+            return invalid("gateway.timeouts", "timeouts must be positive");
         }
         Ok(())
     }

@@ -24,12 +24,13 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 pub use config::{
-    BackendConfig, Credential, GatewayConfig, GatewayDrain, Limits, SessionConfig, TlsConfig,
+    BackendConfig, Credential, GatewayConfig, GatewayDrain, Limits, SessionConfig, Timeouts,
+    TlsConfig,
 };
 
 use crate::config::ConfigError;
 use crate::transport::tls::{Identity, TlsError, install_crypto_provider};
-use crate::transport::{Handler, h2_server, h3_server};
+use crate::transport::{ConnectionLimits, Handler, h2_server, h3_server};
 use auth::{Account, Accounts};
 use rpc::Rpc;
 use service::Service;
@@ -95,6 +96,7 @@ impl Gateway {
                 json_columns: Default::default(),
             },
             in_flight: Arc::default(),
+            request_body_timeout: config.timeouts.request_body,
         });
 
         let (endpoint, tcp) = bind_pair(&config, &identity).await?;
@@ -106,18 +108,22 @@ impl Gateway {
         let tasks = TaskTracker::new();
         let handler: Arc<dyn Handler> = Arc::new(service.clone());
         let max_request = config.limits.max_request_bytes;
+        let limits = connection_limits(&config);
         tasks.spawn(h3_server::serve(
             endpoint,
             handler.clone(),
             max_request,
+            limits,
             shutdown.clone(),
         ));
-        let alt_svc = format!("h3=\":{}\"; ma=86400", addr.port());
+        let options = h2_server::Options {
+            max_request_bytes: max_request,
+            alt_svc: Some(format!("h3=\":{}\"; ma=86400", addr.port())),
+            limits,
+        };
         let token = shutdown.clone();
         tasks.spawn(async move {
-            if let Err(e) =
-                h2_server::serve(tcp, &identity, handler, max_request, Some(alt_svc), token).await
-            {
+            if let Err(e) = h2_server::serve(tcp, &identity, handler, options, token).await {
                 warn!(error = %e, "HTTP/2 listener failed");
             }
         });
@@ -215,6 +221,15 @@ impl Gateway {
     }
 }
 
+fn connection_limits(config: &GatewayConfig) -> ConnectionLimits {
+    ConnectionLimits {
+        tls_handshake: config.timeouts.tls_handshake,
+        request_headers: config.timeouts.request_headers,
+        max_streams: config.limits.max_streams_per_connection,
+        max_pending_per_peer: config.limits.max_pending_connections_per_peer,
+    }
+}
+
 fn accounts(config: &GatewayConfig) -> Result<Accounts, ConfigError> {
     let mut list = Vec::new();
     for cred in &config.credentials {
@@ -258,7 +273,8 @@ async fn bind_pair(
         reason,
     };
     for _ in 0..20 {
-        let endpoint = h3_server::bind(listen, identity, config.congestion)
+        let max_streams = config.limits.max_streams_per_connection;
+        let endpoint = h3_server::bind(listen, identity, config.congestion, max_streams)
             .map_err(|e| bind_err(e.to_string()))?;
         let addr = endpoint.local_addr().map_err(|e| bind_err(e.to_string()))?;
         match TcpListener::bind(addr).await {

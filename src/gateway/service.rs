@@ -5,6 +5,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -32,6 +33,8 @@ pub struct Service {
     pub rpc: Rpc,
     /// Requests being served (the drain waits for them to finish).
     pub in_flight: Arc<Gauge>,
+    /// How long an authenticated request's body may take to arrive.
+    pub request_body_timeout: Duration,
 }
 
 /// How the client wants its answer.
@@ -63,9 +66,6 @@ impl Handler for Arc<Service> {
             async move {
                 let started = Instant::now();
                 let m = metrics();
-                if let Ok(body) = &request.body {
-                    m.gateway_bytes.with(&["received"]).add(body.len() as u64);
-                }
                 // Streams count themselves in flight while they run.
                 let _in_flight = (!streaming).then(|| InFlight::new(&service.in_flight));
                 let response = service.serve(request).await;
@@ -172,20 +172,36 @@ impl Service {
         request_encoding: Encoding,
         request: Request,
     ) -> Result<Response, ApiError> {
-        let limit = self.rpc.limits.max_request_bytes;
-        let body = request.body.map_err(|e| match e {
-            BodyError::TooLarge { limit } => ApiError::new(
-                Code::ResourceExhausted,
-                format!("request body larger than max_request_bytes ({limit} bytes)"),
-            ),
-            BodyError::Broken(detail) => {
-                ApiError::new(Code::Canceled, format!("request body: {detail}"))
-            }
-        })?;
-        // Authenticate before decoding: an anonymous caller gets nothing
-        // but a 401 from us, whatever it sends.
+        // Authenticate from the headers, before reading any of the body:
+        // an anonymous caller gets nothing but a 401 from us, and the body
+        // it may still be sending is never buffered.
         let authorization = header_str(&request.headers, header::AUTHORIZATION.as_str());
         let account = self.accounts.authenticate(authorization)?;
+        request.peer.release();
+        let limit = self.rpc.limits.max_request_bytes;
+        let body = request
+            .body
+            .read(self.request_body_timeout)
+            .await
+            .map_err(|e| match e {
+                BodyError::TooLarge { limit } => ApiError::new(
+                    Code::ResourceExhausted,
+                    format!("request body larger than max_request_bytes ({limit} bytes)"),
+                ),
+                BodyError::TimedOut { after } => ApiError::new(
+                    Code::DeadlineExceeded,
+                    format!(
+                        "request body not received within gateway.timeouts.request_body ({after:?})"
+                    ),
+                ),
+                BodyError::Broken(detail) => {
+                    ApiError::new(Code::Canceled, format!("request body: {detail}"))
+                }
+            })?;
+        metrics()
+            .gateway_bytes
+            .with(&["received"])
+            .add(body.len() as u64);
         let message = match wire.framing {
             Framing::Unary => request_encoding.decompress(body, limit)?,
             Framing::Streaming => single_envelope(body, request_encoding, limit)?,

@@ -7,21 +7,26 @@ use bytes::{Buf, Bytes, BytesMut};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info_span};
 
-use super::quic::{Congestion, transport_config, udp_socket};
+use super::activity::Activity;
+use super::admission::{PeerSlot, PendingPeers};
+use super::quic::{Congestion, server_transport_config, udp_socket};
 use super::tls::{ALPN_H3, Identity, TlsError};
-use super::{Body, BodyError, Handler, HttpVersion, Request};
+use super::{Body, BodyError, ConnectionLimits, Handler, HttpVersion, Request, RequestBody};
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// Binds the UDP socket and returns a running endpoint.
 pub fn bind(
     addr: SocketAddr,
     identity: &Identity,
     congestion: Congestion,
+    max_streams: u32,
 ) -> Result<quinn::Endpoint, BindError> {
     let tls = identity.server_config(&[ALPN_H3])?;
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
         .map_err(|e| BindError::Quic(e.to_string()))?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    config.transport_config(transport_config(congestion, None));
+    config.transport_config(server_transport_config(congestion, max_streams));
     let socket = udp_socket(addr).map_err(BindError::Io)?;
     quinn::Endpoint::new(
         quinn::EndpointConfig::default(),
@@ -47,8 +52,10 @@ pub async fn serve(
     endpoint: quinn::Endpoint,
     handler: Arc<dyn Handler>,
     max_request_bytes: usize,
+    limits: ConnectionLimits,
     shutdown: CancellationToken,
 ) {
+    let pending = PendingPeers::new(limits.max_pending_per_peer);
     // Connections, so that the endpoint closes only after each has sent
     // GOAWAY and finished its in-flight requests.
     let connections = tokio_util::task::TaskTracker::new();
@@ -58,18 +65,27 @@ pub async fn serve(
             () = shutdown.cancelled() => break,
         };
         let Some(incoming) = incoming else { break };
-        let handler = handler.clone();
+        let peer = incoming.remote_address();
+        let Some(slot) = pending.admit(peer.ip()) else {
+            debug!(%peer, "refused: this address holds too many unauthenticated connections");
+            incoming.refuse();
+            continue;
+        };
+        let connection = Connection {
+            handler: handler.clone(),
+            max_request_bytes,
+            limits,
+            slot,
+            activity: Activity::default(),
+        };
         let shutdown = shutdown.clone();
-        let span = info_span!("h3_conn", peer = %incoming.remote_address());
         connections.spawn(
             async move {
-                if let Err(e) =
-                    serve_connection(incoming, handler, max_request_bytes, shutdown).await
-                {
+                if let Err(e) = connection.serve(incoming, shutdown).await {
                     debug!(error = %e, "HTTP/3 connection ended");
                 }
             }
-            .instrument(span),
+            .instrument(info_span!("h3_conn", %peer)),
         );
     }
     // New connection attempts are refused from here on.
@@ -80,100 +96,149 @@ pub async fn serve(
     endpoint.wait_idle().await;
 }
 
-async fn serve_connection(
-    incoming: quinn::Incoming,
+struct Connection {
     handler: Arc<dyn Handler>,
     max_request_bytes: usize,
-    shutdown: CancellationToken,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let conn = incoming.await?;
-    let quic = conn.clone();
-    let mut h3 = h3::server::builder()
-        .build::<_, Bytes>(h3_quinn::Connection::new(conn))
-        .await?;
-    let requests = tokio_util::task::TaskTracker::new();
-    loop {
-        let resolver = tokio::select! {
-            r = h3.accept() => r?,
-            () = shutdown.cancelled() => {
-                // GOAWAY: accept nothing new, finish what is in flight
-                // (h3 refuses streams past the GOAWAY id), then close.
-                h3.shutdown(0).await?;
-                requests.close();
-                tokio::select! {
-                    () = requests.wait() => {}
-                    _ = async { while let Ok(Some(_)) = h3.accept().await {} } => {}
+    limits: ConnectionLimits,
+    slot: PeerSlot,
+    activity: Activity,
+}
+
+impl Connection {
+    async fn serve(
+        self,
+        incoming: quinn::Incoming,
+        shutdown: CancellationToken,
+    ) -> Result<(), Error> {
+        let handshake = async {
+            let conn = incoming.await?;
+            let h3 = h3::server::builder()
+                .build::<_, Bytes>(h3_quinn::Connection::new(conn.clone()))
+                .await?;
+            Ok::<_, Error>((conn, h3))
+        };
+        // Nothing can be in flight before the handshake: a drain simply
+        // drops the connection.
+        let (quic, mut h3) = tokio::select! {
+            done = tokio::time::timeout(self.limits.tls_handshake, handshake) => match done {
+                Ok(done) => done?,
+                Err(_) => return Err(format!("QUIC handshake took over {:?}", self.limits.tls_handshake).into()),
+            },
+            () = shutdown.cancelled() => return Ok(()),
+        };
+        let requests = tokio_util::task::TaskTracker::new();
+        loop {
+            let resolver = tokio::select! {
+                r = h3.accept() => r?,
+                () = shutdown.cancelled() => {
+                    if !self.activity.used() {
+                        // Never used: nothing to finish, close at once.
+                        quic.close(H3_NO_ERROR, b"shutting down");
+                        return Ok(());
+                    }
+                    // GOAWAY: accept nothing new, finish what is in flight
+                    // (h3 refuses streams past the GOAWAY id), then close.
+                    h3.shutdown(0).await?;
+                    requests.close();
+                    tokio::select! {
+                        () = requests.wait() => {}
+                        _ = async { while let Ok(Some(_)) = h3.accept().await {} } => {}
+                    }
+                    requests.wait().await;
+                    // Closing discards unacknowledged data: give the last
+                    // responses a moment to be acknowledged, or the client to
+                    // close first.
+                    let _ = tokio::time::timeout(LINGER, quic.closed()).await;
+                    quic.close(H3_NO_ERROR, b"shutting down");
+                    return Ok(());
                 }
-                requests.wait().await;
-                // Closing discards unacknowledged data: give the last
-                // responses a moment to be acknowledged, or the client to
-                // close first.
-                let _ = tokio::time::timeout(LINGER, quic.closed()).await;
-                quic.close(quinn::VarInt::from_u32(0x100), b"shutting down"); // H3_NO_ERROR
+            };
+            let Some(resolver) = resolver else {
                 return Ok(());
-            }
-        };
-        let Some(resolver) = resolver else {
-            return Ok(());
-        };
-        let handler = handler.clone();
-        requests.spawn(async move {
-            if let Err(e) = serve_request(resolver, handler, max_request_bytes).await {
-                debug!(error = %e, "HTTP/3 request failed");
-            }
-        });
+            };
+            let in_flight = self.activity.begin();
+            let request = RequestContext {
+                handler: self.handler.clone(),
+                max_request_bytes: self.max_request_bytes,
+                limits: self.limits,
+                slot: self.slot.clone(),
+            };
+            requests.spawn(async move {
+                if let Err(e) = request.serve(resolver).await {
+                    debug!(error = %e, "HTTP/3 request failed");
+                }
+                drop(in_flight);
+            });
+        }
     }
 }
+
+const H3_NO_ERROR: quinn::VarInt = quinn::VarInt::from_u32(0x100);
 
 /// How long a drained connection waits for its last responses to be
 /// acknowledged before it is closed.
 const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
 
-async fn serve_request(
-    resolver: h3::server::RequestResolver<h3_quinn::Connection, Bytes>,
+/// What one request's task needs from its connection.
+struct RequestContext {
     handler: Arc<dyn Handler>,
     max_request_bytes: usize,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let (req, mut stream) = resolver.resolve_request().await?;
-    let body = read_body(&mut stream, max_request_bytes).await;
-    let (parts, ()) = req.into_parts();
-    let request = Request {
-        method: parts.method,
-        path: parts.uri.path().to_string(),
-        headers: parts.headers,
-        body,
-        version: HttpVersion::Http3,
-    };
-    let response = handler.handle(request).await;
-    let mut head = http::Response::builder().status(response.status).body(())?;
-    *head.headers_mut() = response.headers;
-    stream.send_response(head).await?;
-    match response.body {
-        Body::Full(bytes) => {
-            if !bytes.is_empty() {
-                stream.send_data(bytes).await?;
+    limits: ConnectionLimits,
+    slot: PeerSlot,
+}
+
+impl RequestContext {
+    async fn serve(
+        self,
+        resolver: h3::server::RequestResolver<h3_quinn::Connection, Bytes>,
+    ) -> Result<(), Error> {
+        let headers_due = self.limits.request_headers;
+        let (req, stream) = tokio::time::timeout(headers_due, resolver.resolve_request())
+            .await
+            .map_err(|_| format!("request headers took over {headers_due:?}"))??;
+        // The body is read (by the handler) only once the headers pass.
+        let (mut stream, body) = stream.split();
+        let limit = self.max_request_bytes;
+        let (parts, ()) = req.into_parts();
+        let request = Request {
+            method: parts.method,
+            path: parts.uri.path().to_string(),
+            headers: parts.headers,
+            body: RequestBody::new(read_body(body, limit)),
+            version: HttpVersion::Http3,
+            peer: self.slot,
+        };
+        let response = self.handler.handle(request).await;
+        let mut head = http::Response::builder().status(response.status).body(())?;
+        *head.headers_mut() = response.headers;
+        stream.send_response(head).await?;
+        match response.body {
+            Body::Full(bytes) => {
+                if !bytes.is_empty() {
+                    stream.send_data(bytes).await?;
+                }
+            }
+            Body::Stream(mut chunks) => {
+                // HTTP/3 only reports a client's STOP_SENDING on a write: the
+                // handler keeps a silent stream written (never with empty DATA
+                // frames, which h3 clients read as the end of the body). A
+                // failed write drops `chunks`, which tells the producer to stop.
+                while let Some(chunk) = chunks.next().await {
+                    stream.send_data(chunk).await?;
+                }
             }
         }
-        Body::Stream(mut chunks) => {
-            // HTTP/3 only reports a client's STOP_SENDING on a write: the
-            // handler keeps a silent stream written (never with empty DATA
-            // frames, which h3 clients read as the end of the body). A
-            // failed write drops `chunks`, which tells the producer to stop.
-            while let Some(chunk) = chunks.next().await {
-                stream.send_data(chunk).await?;
-            }
-        }
+        stream.finish().await?;
+        Ok(())
     }
-    stream.finish().await?;
-    Ok(())
 }
 
 async fn read_body<S>(
-    stream: &mut h3::server::RequestStream<S, Bytes>,
+    mut stream: h3::server::RequestStream<S, Bytes>,
     limit: usize,
 ) -> Result<Bytes, BodyError>
 where
-    S: h3::quic::BidiStream<Bytes>,
+    S: h3::quic::RecvStream,
 {
     let mut body = BytesMut::new();
     loop {

@@ -2,7 +2,10 @@
 //! HTTP/1.1 over TLS (hyper), servers and client. Everything here moves
 //! bytes; what they mean is decided by the handler behind it.
 
+pub mod activity;
+pub mod admission;
 pub mod client;
+pub mod counting_io;
 pub mod h2_server;
 pub mod h3_server;
 pub mod quic;
@@ -35,21 +38,64 @@ impl HttpVersion {
     }
 }
 
-/// A request with its whole body, as a handler sees it.
+/// A request as a handler sees it: its headers, and its body not yet read.
 pub struct Request {
     pub method: http::Method,
     pub path: String,
     pub headers: HeaderMap,
-    /// The body, or why it could not be read (e.g. over the size limit).
-    pub body: Result<Bytes, BodyError>,
+    /// Read only when the handler asks, after it has checked the headers:
+    /// an anonymous caller never makes the server buffer a body.
+    pub body: RequestBody,
     pub version: HttpVersion,
+    /// The connection's place in its peer's quota of connections that have
+    /// not authenticated yet; the handler releases it on success.
+    pub peer: admission::PeerSlot,
+}
+
+/// A request body still on the wire. Dropping it unread tells the client
+/// to stop sending (HTTP/2 `RST_STREAM`, QUIC `STOP_SENDING`; HTTP/1.1
+/// closes the connection after the response).
+pub struct RequestBody(Pin<Box<dyn Future<Output = Result<Bytes, BodyError>> + Send>>);
+
+impl RequestBody {
+    /// `read` collects the body (bounded by the transport's size limit);
+    /// nothing is read before [`RequestBody::read`] is awaited.
+    pub fn new(read: impl Future<Output = Result<Bytes, BodyError>> + Send + 'static) -> Self {
+        Self(Box::pin(read))
+    }
+
+    /// The whole body, or why it could not be read; `deadline` bounds a
+    /// client that sends it slowly or not at all.
+    pub async fn read(self, deadline: Duration) -> Result<Bytes, BodyError> {
+        tokio::time::timeout(deadline, self.0)
+            .await
+            .unwrap_or(Err(BodyError::TimedOut { after: deadline }))
+    }
 }
 
 /// A request body that could not be read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BodyError {
     TooLarge { limit: usize },
+    TimedOut { after: Duration },
     Broken(String),
+}
+
+/// What a server allows a connection before it has proven itself, and at
+/// most at once.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectionLimits {
+    /// The TLS (or QUIC) handshake must finish within this.
+    pub tls_handshake: Duration,
+    /// Request headers must arrive within this once they are due: HTTP/1.1
+    /// per request; HTTP/2's connection preface, and HTTP/2 PINGs must be
+    /// answered within it; each HTTP/3 request's header frame.
+    pub request_headers: Duration,
+    /// Concurrent requests (streams) per HTTP/2 or QUIC connection.
+    pub max_streams: u32,
+    /// Connections one IP address may hold before one of its requests has
+    /// authenticated (handshaking, idle, or only refused requests).
+    pub max_pending_per_peer: usize,
 }
 
 /// A response: headers now, body either whole or as a bounded stream of

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use quinn::{IdleTimeout, TransportConfig, VarInt};
 
-/// Concurrent requests on one connection (quinn default: 100).
+/// Concurrent requests on one connection (quinn default: 100); a server
+/// sets its own cap ([`server_transport_config`]).
 const MAX_STREAMS: u32 = 4096;
 /// Per-stream receive window: 16 MiB keeps one bulk stream from being
 /// window-limited at WAN round-trip times (default 1.25 MB).
@@ -67,6 +68,15 @@ pub fn transport_config(
     let mut t = base(congestion);
     t.max_idle_timeout(Some(idle_timeout(Duration::from_secs(60))))
         .keep_alive_interval(keep_alive);
+    Arc::new(t)
+}
+
+/// A server's settings: those of [`transport_config`], with at most
+/// `max_streams` requests at once per connection.
+pub fn server_transport_config(congestion: Congestion, max_streams: u32) -> Arc<TransportConfig> {
+    let mut t = base(congestion);
+    t.max_idle_timeout(Some(idle_timeout(Duration::from_secs(60))))
+        .max_concurrent_bidi_streams(VarInt::from_u32(max_streams));
     Arc::new(t)
 }
 
