@@ -93,15 +93,16 @@ pub fn ok(
     warnings: u16,
     info: &str,
 ) {
-    let body = OkBody {
+    ok_tracked(
+        out,
+        caps,
         affected_rows,
         last_insert_id,
         status,
         warnings,
         info,
-        state: &[],
-    };
-    out.push(|b| write_ok(b, OK_HEADER, caps, &body));
+        &[],
+    );
 }
 
 /// The classic EOF packet (0xfe, warnings, status): ends column
