@@ -562,9 +562,10 @@ async fn second_sigterm_exits_at_once() {
     }
     let start = Instant::now();
     sidecar.signal("TERM");
-    // The default drain is 15 s + 10 s; the second signal does not wait.
-    assert_eq!(sidecar.exit_code(Duration::from_secs(3)).await, Some(4));
-    assert!(start.elapsed() < Duration::from_secs(3));
+    // The default drain is 15 s + 10 s; the second signal does not wait
+    // (the bound leaves room for a loaded machine, far below the drain's).
+    assert_eq!(sidecar.exit_code(Duration::from_secs(10)).await, Some(4));
+    assert!(start.elapsed() < Duration::from_secs(10));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -714,13 +714,11 @@ impl Connection {
         let handle = self.registration.handle.clone();
         let mut error: Option<MysqlError> = None;
         loop {
+            // Biased: a connection killed (or cut by the drain) while
+            // its statement is also cancelled answers as killed, the
+            // same every time.
             let next = tokio::select! {
-                m = stream.next() => m,
-                () = handle.cancel_query.notified() => {
-                    drop(stream);
-                    writer.finish(Some(&errors::interrupted()), self.session.status(), 0, out);
-                    return Next::Continue;
-                }
+                biased;
                 () = handle.kill.notified() => {
                     if handle.is_cut() {
                         // Dropping the stream kills the statement; the
@@ -731,10 +729,16 @@ impl Connection {
                     }
                     return Next::Close;
                 }
+                () = handle.cancel_query.notified() => {
+                    drop(stream);
+                    writer.finish(Some(&errors::interrupted()), self.session.status(), 0, out);
+                    return Next::Continue;
+                }
                 _ = self.io.hangup() => {
                     // Dropping the stream cancels the statement upstream.
                     return Next::Close;
                 }
+                m = stream.next() => m,
             };
             match next {
                 Ok(Some(reply)) => {
