@@ -2318,7 +2318,10 @@ mod tests {
     #[test]
     fn the_default_plugin_follows_the_server_flavour() {
         for (version, plugin) in [
-            ("5.5.5-10.11.19-MariaDB-0+deb12u1", Plugin::MysqlNativePassword),
+            (
+                "5.5.5-10.11.19-MariaDB-0+deb12u1",
+                Plugin::MysqlNativePassword,
+            ),
             ("11.4.2-MariaDB", Plugin::MysqlNativePassword),
             ("5.7.44-log", Plugin::MysqlNativePassword),
             ("8.0.40-myquic", Plugin::CachingSha2Password),

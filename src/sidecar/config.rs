@@ -441,7 +441,10 @@ mod tests {
         }
         c.auth.plugin = "sha256_password".into();
         let e = c.validate().unwrap_err().to_string();
-        assert!(e.contains("sidecar.auth.plugin") && e.contains("auto"), "{e}");
+        assert!(
+            e.contains("sidecar.auth.plugin") && e.contains("auto"),
+            "{e}"
+        );
         let text = include_str!("../../config.example.toml")
             .replace("# auto_generate_dir =", "auto_generate_dir =");
         let file = crate::config::ConfigFile::parse(&text).expect("parses uncommented");
