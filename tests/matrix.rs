@@ -226,25 +226,53 @@ async fn first_logins(
         DIRECT_PASSWORD,
     );
     let direct = run(servers, client, FIRST_LOGIN, "direct", &direct_env).await?;
-    let sidecar = start_default_sidecar(servers).await;
-    // No unix socket: the first-login programs use TCP only.
-    let no_socket = servers.dir.path().join("no-socket");
-    let via_env = env(
-        servers,
-        "sidecar",
-        sidecar.addr().port(),
-        &no_socket,
-        SIDECAR_PASSWORD,
-    );
-    let via = run(servers, client, FIRST_LOGIN, "sidecar", &via_env).await;
-    sidecar.shutdown().await;
-    Ok(compare(&direct, &via?))
+    let mut verdicts = BTreeMap::new();
+    for (flavour, version, not_for) in FLAVOURS {
+        if not_for.contains(&client) {
+            continue;
+        }
+        let sidecar = start_default_sidecar(servers, version).await;
+        // No unix socket: the first-login programs use TCP only.
+        let no_socket = servers.dir.path().join("no-socket");
+        let target = format!("sidecar-{flavour}");
+        let via_env = env(
+            servers,
+            &target,
+            sidecar.addr().port(),
+            &no_socket,
+            SIDECAR_PASSWORD,
+        );
+        let via = run(servers, client, FIRST_LOGIN, &target, &via_env).await;
+        sidecar.shutdown().await;
+        for (check, verdict) in compare(&direct, &via?) {
+            verdicts.insert(format!("{check} ({flavour})"), verdict);
+        }
+    }
+    Ok(verdicts)
 }
 
+/// The backends a default sidecar is tried in front of: the real one
+/// (MariaDB: `mysql_native_password`), and the same presented as MySQL 8
+/// (`server_version`), whose `caching_sha2_password` clients pass over
+/// the generated certificate's TLS, or with the RSA key, as they would
+/// with a MySQL 8 server's `auto_generate_certs`; then the clients each
+/// flavour is not for. Connector/Python logs in to the "MySQL 8", then
+/// sets MySQL 8's default collation, `utf8mb4_0900_ai_ci`, which the
+/// MariaDB behind it does not know (its caching_sha2_password login over
+/// TLS is the checks' `connect`).
+const FLAVOURS: [(&str, Option<&str>, &[&str]); 2] = [
+    ("as-mariadb", None, &[]),
+    (
+        "as-mysql8",
+        Some("8.0.40-myquic-test"),
+        &["mysql-connector-python"],
+    ),
+];
+
 /// A sidecar configured with only what every deployment must say: its
-/// gateway and the local user. `auth.plugin` and `tls` stay at their
-/// defaults.
-async fn start_default_sidecar(servers: &Servers) -> Sidecar {
+/// gateway and the local user, and `server_version` if given. `auth.plugin`
+/// and `tls` stay at their defaults.
+async fn start_default_sidecar(servers: &Servers, version: Option<&str>) -> Sidecar {
     let stack = &servers.stack;
     let secret = |v: &str| Secret {
         value: Some(v.into()),
@@ -262,8 +290,14 @@ async fn start_default_sidecar(servers: &Servers) -> Sidecar {
     config.upstream.ca = Some(stack.cert.clone());
     config.upstream.username = common::USER.into();
     config.upstream.password = secret(common::PASSWORD);
+    if let Some(version) = version {
+        config.server_version = version.into();
+    }
     let sidecar = Sidecar::start(config).await.expect("sidecar starts");
-    learns_the_backend(&sidecar).await;
+    match version {
+        Some(version) => assert_eq!(sidecar.server_version(), version),
+        None => learns_the_backend(&sidecar).await,
+    }
     sidecar
 }
 
