@@ -107,8 +107,8 @@ impl Sidecar {
         let auth = auth_config(&config, front_tls.is_some())?;
         let plugin_follows_version = config.auth.plugin == "auto";
         let version_known = config.server_version != "auto";
-        if !plugin_follows_version || version_known {
-            // Final now; otherwise once the backend's version is learned.
+        let plugin_known = !plugin_follows_version || version_known;
+        if plugin_known {
             prepare_rsa_key(&auth);
         }
         let shared = Arc::new(Shared {
@@ -150,6 +150,9 @@ impl Sidecar {
                 shutdown.clone(),
                 tasks.clone(),
             ));
+        }
+        if !plugin_known {
+            tokio::spawn(prepare_rsa_key_if_learning_is_slow(shared.clone()));
         }
         tokio::spawn(learn_upstream(
             shared.clone(),
@@ -287,6 +290,26 @@ fn prepare_rsa_key(auth: &AuthConfig) {
     });
 }
 
+/// With `auth.plugin = "auto"` the key waits for the backend's version
+/// (learned in milliseconds, and needless for MariaDB's
+/// mysql_native_password); when that takes longer than this, the
+/// fallback version's caching_sha2_password gets its key ready for the
+/// clients greeted with it (after [`GREETING_WAIT`]).
+const RSA_KEY_DECISION_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
+async fn prepare_rsa_key_if_learning_is_slow(shared: Arc<Shared>) {
+    let mut version_known = shared.version_known.subscribe();
+    let learned = version_known.wait_for(|known| *known);
+    if tokio::time::timeout(RSA_KEY_DECISION_WAIT, learned)
+        .await
+        .is_err()
+    {
+        // The learner prepares it for the learned plugin otherwise.
+        let auth = shared.auth.read().expect("not poisoned").clone();
+        prepare_rsa_key(&auth);
+    }
+}
+
 fn auth_config(config: &SidecarConfig, tls_available: bool) -> Result<AuthConfig, ConfigError> {
     let users = if config.auth.users.is_empty() {
         None
@@ -393,8 +416,11 @@ async fn learn_upstream(shared: Arc<Shared>, learn_version: bool) {
                     }
                     info!(%version, plugin = %updated.default_plugin, "backend version learned");
                     updated.server_version = version;
-                    prepare_rsa_key(&updated);
                     *shared.auth.write().expect("not poisoned") = Arc::new(updated);
+                }
+                if shared.plugin_follows_version {
+                    // The plugin is final now.
+                    prepare_rsa_key(&shared.auth.read().expect("not poisoned").clone());
                 }
                 shared.version_known.send_replace(true);
                 return;
