@@ -9,6 +9,10 @@
 //! rewrites it instead). `MQ_MATRIX_CLIENTS=a,b` runs only those clients
 //! (and leaves both tables alone); `MQ_MATRIX_JOBS` is how many clients run
 //! at once (2).
+//!
+//! A second test logs each client with a `first-login` program in to a
+//! sidecar with the default configuration, with the client's default
+//! options, and compares with the same logins straight to MariaDB.
 
 mod common;
 #[path = "matrix/clients/rust-mysql-async/checks.rs"]
@@ -90,33 +94,14 @@ async fn every_client_answers_the_same_through_the_sidecar() {
     if std::env::var_os("RUST_LOG").is_some() {
         myquic::telemetry::init(myquic::telemetry::LogFormat::Human, "info");
     }
-    let dir = tempfile::tempdir().unwrap();
-    let tls = tls_files(dir.path());
-    let db = MariaDb::start_with(Options {
-        tcp: true,
-        tls: Some(tls.clone()),
-    })
-    .await;
-    let stack = Stack::start_on(db, |_| {}).await;
-    let logs = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("matrix");
-    std::fs::create_dir_all(&logs).unwrap();
-    let servers = Arc::new(Servers {
-        stack,
-        tls,
-        dir,
-        logs,
-    });
-
+    let servers = start_servers().await;
     if let Some(secs) = std::env::var("MQ_MATRIX_HOLD")
         .ok()
         .and_then(|s| s.parse().ok())
     {
         return hold(&servers, secs).await;
     }
-    let only: Option<BTreeSet<String>> = std::env::var("MQ_MATRIX_CLIENTS")
-        .ok()
-        .filter(|v| !v.is_empty())
-        .map(|v| v.split(',').map(str::to_string).collect());
+    let only = only_clients();
     let clients: Vec<String> = clients()
         .into_iter()
         .filter(|c| only.as_ref().is_none_or(|o| o.contains(c)))
@@ -182,6 +167,173 @@ async fn every_client_answers_the_same_through_the_sidecar() {
     }
 }
 
+/// Issue 12: a sidecar with the default configuration (no plugin, no
+/// certificate: only its gateway and local user) lets every client in on
+/// its very first connection with the client's default options, as
+/// MariaDB does — PyMySQL without `cryptography`, Connector/Python (TLS
+/// when offered), the mariadb CLI over TCP, Go with `tls=skip-verify` —
+/// and with the same answers. Each client gets a fresh sidecar, so its
+/// first login there is the sidecar's first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_default_sidecar_lets_every_client_in_with_its_defaults() {
+    let servers = start_servers().await;
+    let only = only_clients();
+    let clients: Vec<String> = clients()
+        .into_iter()
+        .filter(|c| only.as_ref().is_none_or(|o| o.contains(c)))
+        .filter(|c| client_dir(c).join(FIRST_LOGIN).exists())
+        .collect();
+    if clients.is_empty() {
+        eprintln!("none of the selected clients has a {FIRST_LOGIN} program");
+        return;
+    }
+    let mut failures = Vec::new();
+    for client in &clients {
+        match first_logins(&servers, client).await {
+            Err(e) => failures.push(format!("{client}: {e}")),
+            Ok(verdicts) => {
+                for (check, verdict) in verdicts {
+                    match verdict {
+                        Verdict::Fail(why) => failures.push(format!("{client} / {check}: {why}")),
+                        _ => eprintln!("{client} / {check}: same answer"),
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} first login(s) differ between MariaDB and a default sidecar (client output in {}):\n\n{}",
+        failures.len(),
+        servers.logs.display(),
+        failures.join("\n\n")
+    );
+}
+
+/// A client's first logins straight to MariaDB, then to a default
+/// sidecar of its own.
+async fn first_logins(
+    servers: &Servers,
+    client: &str,
+) -> Result<BTreeMap<String, Verdict>, String> {
+    setup_once(servers, client).await?;
+    let db = &servers.stack.db;
+    let direct_env = env(
+        servers,
+        "direct",
+        db.port.expect("MariaDB on TCP"),
+        &db.socket,
+        DIRECT_PASSWORD,
+    );
+    let direct = run(servers, client, FIRST_LOGIN, "direct", &direct_env).await?;
+    let mut verdicts = BTreeMap::new();
+    for (flavour, version, not_for) in FLAVOURS {
+        if not_for.contains(&client) {
+            continue;
+        }
+        let sidecar = start_default_sidecar(servers, version).await;
+        // No unix socket: the first-login programs use TCP only.
+        let no_socket = servers.dir.path().join("no-socket");
+        let target = format!("sidecar-{flavour}");
+        let via_env = env(
+            servers,
+            &target,
+            sidecar.addr().port(),
+            &no_socket,
+            SIDECAR_PASSWORD,
+        );
+        let via = run(servers, client, FIRST_LOGIN, &target, &via_env).await;
+        sidecar.shutdown().await;
+        for (check, verdict) in compare(&direct, &via?) {
+            verdicts.insert(format!("{check} ({flavour})"), verdict);
+        }
+    }
+    Ok(verdicts)
+}
+
+/// The backends a default sidecar is tried in front of: the real one
+/// (MariaDB: `mysql_native_password`), and the same presented as MySQL 8
+/// (`server_version`), whose `caching_sha2_password` clients pass over
+/// the generated certificate's TLS, or with the RSA key, as they would
+/// with a MySQL 8 server's `auto_generate_certs`; then the clients each
+/// flavour is not for. Connector/Python logs in to the "MySQL 8", then
+/// sets MySQL 8's default collation, `utf8mb4_0900_ai_ci`, which the
+/// MariaDB behind it does not know (its caching_sha2_password login over
+/// TLS is the checks' `connect`).
+const FLAVOURS: [(&str, Option<&str>, &[&str]); 2] = [
+    ("as-mariadb", None, &[]),
+    (
+        "as-mysql8",
+        Some("8.0.40-myquic-test"),
+        &["mysql-connector-python"],
+    ),
+];
+
+/// A sidecar configured with only what every deployment must say: its
+/// gateway and the local user, and `server_version` if given. `auth.plugin`
+/// and `tls` stay at their defaults.
+async fn start_default_sidecar(servers: &Servers, version: Option<&str>) -> Sidecar {
+    let stack = &servers.stack;
+    let secret = |v: &str| Secret {
+        value: Some(v.into()),
+        ..Default::default()
+    };
+    let mut config = SidecarConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        ..Default::default()
+    };
+    config.auth.users = vec![LocalUser {
+        username: "app".into(),
+        password: secret(SIDECAR_PASSWORD),
+    }];
+    config.upstream.url = format!("https://localhost:{}", stack.addr().port());
+    config.upstream.ca = Some(stack.cert.clone());
+    config.upstream.username = common::USER.into();
+    config.upstream.password = secret(common::PASSWORD);
+    if let Some(version) = version {
+        config.server_version = version.into();
+    }
+    let sidecar = Sidecar::start(config).await.expect("sidecar starts");
+    match version {
+        Some(version) => assert_eq!(sidecar.server_version(), version),
+        None => learns_the_backend(&sidecar).await,
+    }
+    sidecar
+}
+
+/// A private MariaDB on TCP with TLS (a certificate from the matrix's
+/// CA), and the gateway in front of it.
+async fn start_servers() -> Arc<Servers> {
+    let dir = tempfile::tempdir().unwrap();
+    let tls = tls_files(dir.path());
+    let db = MariaDb::start_with(Options {
+        tcp: true,
+        tls: Some(tls.clone()),
+    })
+    .await;
+    let stack = Stack::start_on(db, |_| {}).await;
+    let logs = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("matrix");
+    std::fs::create_dir_all(&logs).unwrap();
+    Arc::new(Servers {
+        stack,
+        tls,
+        dir,
+        logs,
+    })
+}
+
+/// `MQ_MATRIX_CLIENTS`, if set.
+fn only_clients() -> Option<BTreeSet<String>> {
+    std::env::var("MQ_MATRIX_CLIENTS")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .map(|v| v.split(',').map(str::to_string).collect())
+}
+
+fn client_dir(client: &str) -> PathBuf {
+    root().join("tests/matrix/clients").join(client)
+}
+
 /// For working on a client: starts a sidecar, writes both targets'
 /// environments as shell files next to the logs, and keeps everything up
 /// for `secs` seconds (`MQ_MATRIX_HOLD=600 cargo test --test matrix`).
@@ -242,7 +394,7 @@ fn clients() -> Vec<String> {
 /// does caching_sha2_password *full* authentication), and compares.
 async fn run_both(servers: &Servers, client: &str) -> Result<BTreeMap<String, Verdict>, String> {
     if !IN_PROCESS.contains(&client) {
-        setup(servers, client).await?;
+        setup_once(servers, client).await?;
     }
     let db = &servers.stack.db;
     let direct_env = env(
@@ -252,7 +404,7 @@ async fn run_both(servers: &Servers, client: &str) -> Result<BTreeMap<String, Ve
         &db.socket,
         DIRECT_PASSWORD,
     );
-    let direct = run(servers, client, "direct", &direct_env).await?;
+    let direct = run(servers, client, RUN, "direct", &direct_env).await?;
 
     let socket = servers.dir.path().join(format!("{client}.sock"));
     let sidecar = start_sidecar(servers, &socket).await;
@@ -263,7 +415,7 @@ async fn run_both(servers: &Servers, client: &str) -> Result<BTreeMap<String, Ve
         &socket,
         SIDECAR_PASSWORD,
     );
-    let via = run(servers, client, "sidecar", &via_env).await;
+    let via = run(servers, client, RUN, "sidecar", &via_env).await;
     sidecar.shutdown().await;
     Ok(compare(&direct, &via?))
 }
@@ -305,7 +457,10 @@ async fn start_sidecar(servers: &Servers, socket: &Path) -> Sidecar {
         socket: Some(socket.to_path_buf()),
         ..Default::default()
     };
-    // caching_sha2_password is the default plugin.
+    // MySQL 8's plugin, not the default ("auto": MariaDB's
+    // mysql_native_password here), so every client's first login is a
+    // caching_sha2_password full authentication.
+    config.auth.plugin = "caching_sha2_password".into();
     config.auth.users = vec![LocalUser {
         username: "app".into(),
         password: secret(SIDECAR_PASSWORD),
@@ -317,9 +472,14 @@ async fn start_sidecar(servers: &Servers, socket: &Path) -> Sidecar {
     config.upstream.username = common::USER.into();
     config.upstream.password = secret(common::PASSWORD);
     let sidecar = Sidecar::start(config).await.expect("sidecar starts");
-    // The first client must see what it sees directly: MariaDB's version,
-    // which decides features and how JSON columns are described; the
-    // sidecar learns it from the gateway shortly after start.
+    learns_the_backend(&sidecar).await;
+    sidecar
+}
+
+/// The first client must see what it sees directly: MariaDB's version,
+/// which decides features and how JSON columns are described; the
+/// sidecar learns it from the gateway shortly after start.
+async fn learns_the_backend(sidecar: &Sidecar) {
     for _ in 0..500 {
         if sidecar.server_version().contains("MariaDB") {
             break;
@@ -330,7 +490,6 @@ async fn start_sidecar(servers: &Servers, socket: &Path) -> Sidecar {
         sidecar.server_version().contains("MariaDB"),
         "the sidecar learns the backend's version"
     );
-    sidecar
 }
 
 /// A client's `setup`, which installs what it needs (fast when done).
@@ -366,10 +525,31 @@ async fn setup(servers: &Servers, client: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// One run of a client against one target: its answers by check.
+/// A client's `setup`, once per test binary: both tests run the same
+/// clients, and a setup (`go build` into `bin/`) must not race itself.
+async fn setup_once(servers: &Servers, client: &str) -> Result<(), String> {
+    type Done = Arc<tokio::sync::OnceCell<Result<(), String>>>;
+    static DONE: std::sync::Mutex<BTreeMap<String, Done>> = std::sync::Mutex::new(BTreeMap::new());
+    let done = DONE
+        .lock()
+        .unwrap()
+        .entry(client.to_string())
+        .or_default()
+        .clone();
+    done.get_or_init(|| setup(servers, client)).await.clone()
+}
+
+/// A client's program for the checks.
+const RUN: &str = "run";
+/// A client's program for the first logins with its default options.
+const FIRST_LOGIN: &str = "first-login";
+
+/// One run of a client's `program` against one target: its answers by
+/// check.
 async fn run(
     servers: &Servers,
     client: &str,
+    program: &str,
     target: &str,
     env: &HashMap<String, String>,
 ) -> Result<BTreeMap<String, Outcome>, String> {
@@ -379,7 +559,10 @@ async fn run(
             .await
             .map_err(|_| format!("{target} run did not finish in {RUN_TIMEOUT:?}"))?
     } else {
-        let script = root().join("tests/matrix/clients").join(client).join("run");
+        let script = root()
+            .join("tests/matrix/clients")
+            .join(client)
+            .join(program);
         let out = Command::new(&script)
             .current_dir(script.parent().unwrap())
             .envs(env)
@@ -392,7 +575,13 @@ async fn run(
             .map_err(|e| format!("running {}: {e}", script.display()))?;
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        let log = |stream: &str| servers.logs.join(format!("{client}.{target}.{stream}"));
+        let log = |stream: &str| {
+            let name = match program {
+                RUN => format!("{client}.{target}.{stream}"),
+                _ => format!("{client}.{program}.{target}.{stream}"),
+            };
+            servers.logs.join(name)
+        };
         std::fs::write(log("stdout"), &stdout).unwrap();
         std::fs::write(log("stderr"), &stderr).unwrap();
         if !out.status.success() {

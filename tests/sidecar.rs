@@ -507,7 +507,9 @@ async fn a_client_at_start_is_greeted_with_the_backend_version() {
     assert_eq!(one, 1);
 
     // A gateway that never answers delays the greeting by the bound only;
-    // a configured version is final, so nothing waits for it.
+    // a configured version is final, so nothing waits for it. (A MariaDB
+    // version: its mysql_native_password needs no RSA key, whose
+    // generation would be timed too.)
     let nowhere = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -519,7 +521,7 @@ async fn a_client_at_start_is_greeted_with_the_backend_version() {
         "{waited:?}"
     );
     assert_eq!(conn.server_version(), (8, 0, 40), "the fallback version");
-    let (conn, waited) = greeting_with_gateway_down(nowhere, Some("10.11.0-pinned")).await;
+    let (conn, waited) = greeting_with_gateway_down(nowhere, Some("10.11.0-MariaDB-pinned")).await;
     assert!(waited < std::time::Duration::from_secs(1), "{waited:?}");
     assert_eq!(conn.server_version(), (10, 11, 0));
 }
@@ -923,4 +925,86 @@ async fn an_idle_client_is_closed_after_the_sessions_wait_timeout() {
         waited >= std::time::Duration::from_millis(1900),
         "closed early: {waited:?}"
     );
+}
+
+/// What a greeting offers: the server version, whether TLS can be asked
+/// for (`CLIENT_SSL`), and the authentication plugin it names.
+async fn greeting(addr: std::net::SocketAddr) -> (String, bool, String) {
+    const CLIENT_SSL: u16 = 0x0800;
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let g = read_packet(&mut s).await;
+    assert_eq!(g[0], 10, "protocol 10 greeting");
+    let nul_after = |at: usize| at + g[at..].iter().position(|&b| b == 0).expect("NUL");
+    let version_end = nul_after(1);
+    // NUL, connection id, first 8 bytes of the nonce, filler.
+    let caps_at = version_end + 1 + 4 + 8 + 1;
+    let caps_low = u16::from_le_bytes([g[caps_at], g[caps_at + 1]]);
+    // Low capabilities, charset, status, high capabilities, nonce length,
+    // reserved, the nonce's other 12 bytes and their NUL.
+    let plugin_at = caps_at + 2 + 1 + 2 + 2 + 1 + 10 + 13;
+    let text = |from: usize, to: usize| String::from_utf8_lossy(&g[from..to]).into_owned();
+    (
+        text(1, version_end),
+        caps_low & CLIENT_SSL != 0,
+        text(plugin_at, nul_after(plugin_at)),
+    )
+}
+
+/// A login over plain TCP, then `COM_CHANGE_USER` to the same account
+/// (a wrong password is refused and ends the connection).
+async fn log_in_and_change_user(chain: &Chain) {
+    let mut conn = chain.client().await;
+    let before: String = conn
+        .query_first("SELECT CURRENT_USER()")
+        .await
+        .unwrap()
+        .unwrap();
+    let to = |password: &str| {
+        mysql_async::ChangeUserOpts::new()
+            .with_user(Some(LOCAL_USER.into()))
+            .with_pass(Some(password.into()))
+            .with_db_name(Some("app".into()))
+    };
+    conn.change_user(to(LOCAL_PASSWORD)).await.unwrap();
+    let after: String = conn
+        .query_first("SELECT CURRENT_USER()")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(before, after);
+    assert!(conn.change_user(to("wrong")).await.is_err());
+}
+
+/// Issue 12: a sidecar left at its defaults greets as the backend it
+/// fronts would — MariaDB's `mysql_native_password`, a MySQL 8's
+/// `caching_sha2_password` — and offers TLS with a certificate it made
+/// itself; a plugin named in the configuration wins, and `auto_generate =
+/// false` offers no TLS. `COM_CHANGE_USER` works under either plugin, and
+/// caching_sha2_password's RSA key exchange (mysql_async over plain TCP).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_default_sidecar_greets_with_its_backends_plugin_and_offers_tls() {
+    let mariadb = Chain::start().await;
+    let (version, tls, plugin) = greeting(mariadb.sidecar.addr()).await;
+    assert!(version.contains("MariaDB"), "{version}");
+    assert_eq!((tls, plugin.as_str()), (true, "mysql_native_password"));
+    log_in_and_change_user(&mariadb).await;
+    drop(mariadb);
+
+    let mysql8 = Chain::launch(|c| c.server_version = "8.0.40-test".into()).await;
+    let (version, tls, plugin) = greeting(mysql8.sidecar.addr()).await;
+    assert_eq!(
+        (version.as_str(), tls, plugin.as_str()),
+        ("8.0.40-test", true, "caching_sha2_password")
+    );
+    log_in_and_change_user(&mysql8).await;
+    drop(mysql8);
+
+    let explicit = Chain::start_with(|c| {
+        c.auth.plugin = "caching_sha2_password".into();
+        c.tls.auto_generate = false;
+    })
+    .await;
+    let (_, tls, plugin) = greeting(explicit.sidecar.addr()).await;
+    assert_eq!((tls, plugin.as_str()), (false, "caching_sha2_password"));
+    log_in_and_change_user(&explicit).await;
 }

@@ -56,6 +56,10 @@ listen = "127.0.0.1:0"
 [sidecar]
 listen = "127.0.0.1:$sidecar_port"
 socket = "$work/sidecar.sock"
+[sidecar.auth]
+# MySQL 8's plugin, for the demo's full and fast-path logins below (the
+# default, "auto", follows the backend: mysql_native_password for MariaDB).
+plugin = "caching_sha2_password"
 [[sidecar.auth.users]]
 username = "app"
 password = { value = "local-secret" }

@@ -90,6 +90,25 @@ impl Plugin {
         }
     }
 
+    /// The plugin a server presenting `server_version` gives new accounts
+    /// by default, so the one its clients expect out of the box: MariaDB
+    /// and MySQL before 8.0 `mysql_native_password`, MySQL 8 and later
+    /// `caching_sha2_password` (which such clients then expect to pass
+    /// over TLS or with the server's RSA key).
+    pub fn default_for(server_version: &str) -> Self {
+        if server_version.contains("MariaDB") {
+            return Plugin::MysqlNativePassword;
+        }
+        let major = server_version
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|m| m.parse::<u32>().ok());
+        match major {
+            Some(major) if major < 8 => Plugin::MysqlNativePassword,
+            _ => Plugin::CachingSha2Password,
+        }
+    }
+
     /// The plugin a client named, if it is one we verify.
     pub fn from_name(name: &[u8]) -> Option<Self> {
         match name {
@@ -2294,6 +2313,25 @@ mod tests {
         assert!(native_matches(&nonce, "", b"\0"));
         assert!(!native_matches(&nonce, "a", b""));
         assert!(!native_matches(&nonce, "a", &[0; 19]));
+    }
+
+    #[test]
+    fn the_default_plugin_follows_the_server_flavour() {
+        for (version, plugin) in [
+            (
+                "5.5.5-10.11.19-MariaDB-0+deb12u1",
+                Plugin::MysqlNativePassword,
+            ),
+            ("11.4.2-MariaDB", Plugin::MysqlNativePassword),
+            ("5.7.44-log", Plugin::MysqlNativePassword),
+            ("8.0.40-myquic", Plugin::CachingSha2Password),
+            ("8.4.3", Plugin::CachingSha2Password),
+            ("9.1.0-commercial", Plugin::CachingSha2Password),
+            ("", Plugin::CachingSha2Password),
+            ("not a version", Plugin::CachingSha2Password),
+        ] {
+            assert_eq!(Plugin::default_for(version), plugin, "{version}");
+        }
     }
 
     #[test]

@@ -42,7 +42,8 @@ pub struct SidecarConfig {
     pub max_allowed_packet: usize,
     /// Authentication of local clients.
     pub auth: AuthConfig,
-    /// TLS for clients that ask for it (off unless configured).
+    /// TLS for clients that ask for it (a generated certificate unless
+    /// one is configured).
     pub tls: FrontTls,
     pub upstream: UpstreamConfig,
     /// Health checks, metrics and `/quitquitquit`.
@@ -84,7 +85,9 @@ impl Default for DrainConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
-    /// `caching_sha2_password` or `mysql_native_password`.
+    /// `auto` (the plugin the backend's flavour uses by default, see
+    /// [`crate::mysql::auth::Plugin::default_for`]), `caching_sha2_password`
+    /// or `mysql_native_password`.
     pub plugin: String,
     /// Local accounts clients must present. Empty: any user name and
     /// password are accepted (the gateway credential is never the
@@ -100,12 +103,32 @@ pub struct AuthConfig {
     pub rsa_private_key: Option<PathBuf>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+/// TLS 1.2 and 1.3 for local clients that ask for it; never required.
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FrontTls {
     /// PEM certificate chain and key offered to local clients.
     pub cert: Option<PathBuf>,
     pub key: Option<PathBuf>,
+    /// Without `cert` and `key`: offer TLS with a self-signed certificate
+    /// the sidecar makes at start, as MySQL's `auto_generate_certs` does,
+    /// so that clients that prefer or require TLS get it. Off: no TLS.
+    pub auto_generate: bool,
+    /// Where the generated certificate and key are written the first
+    /// time and read from on later starts (so clients can pin it); unset:
+    /// kept in memory, a new one at every start.
+    pub auto_generate_dir: Option<PathBuf>,
+}
+
+impl Default for FrontTls {
+    fn default() -> Self {
+        Self {
+            cert: None,
+            key: None,
+            auto_generate: true,
+            auto_generate_dir: None,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -184,7 +207,7 @@ impl Default for SidecarConfig {
 impl Default for AuthConfig {
     fn default() -> Self {
         Self {
-            plugin: "caching_sha2_password".into(),
+            plugin: "auto".into(),
             users: Vec::new(),
             allow_any_user_on_network: false,
             rsa_private_key: None,
@@ -223,11 +246,11 @@ impl SidecarConfig {
         };
         if !matches!(
             self.auth.plugin.as_str(),
-            "caching_sha2_password" | "mysql_native_password"
+            "auto" | "caching_sha2_password" | "mysql_native_password"
         ) {
             return Err(invalid(
                 "sidecar.auth.plugin",
-                "must be caching_sha2_password or mysql_native_password",
+                "must be auto, caching_sha2_password or mysql_native_password",
             ));
         }
         if self.upstream.url.is_empty() {
@@ -397,6 +420,35 @@ mod tests {
             .replace("# allow_any_user_on_network", "allow_any_user_on_network");
         let file = crate::config::ConfigFile::parse(&text).expect("parses uncommented");
         assert!(file.sidecar.auth.allow_any_user_on_network);
+    }
+
+    /// A default sidecar lets every client in on its first connection with
+    /// its default options: the backend's plugin, and TLS for those that
+    /// ask for it. The example says the same.
+    #[test]
+    fn auth_and_tls_defaults_serve_clients_out_of_the_box() {
+        let file = crate::config::ConfigFile::parse(include_str!("../../config.example.toml"))
+            .expect("config.example.toml parses");
+        for c in [SidecarConfig::default(), file.sidecar] {
+            assert_eq!(c.auth.plugin, "auto");
+            assert!(c.tls.auto_generate && c.tls.auto_generate_dir.is_none());
+            assert!(c.tls.cert.is_none() && c.tls.key.is_none());
+        }
+        let mut c = valid();
+        for plugin in ["auto", "caching_sha2_password", "mysql_native_password"] {
+            c.auth.plugin = plugin.into();
+            assert!(c.validate().is_ok(), "{plugin}");
+        }
+        c.auth.plugin = "sha256_password".into();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("sidecar.auth.plugin") && e.contains("auto"),
+            "{e}"
+        );
+        let text = include_str!("../../config.example.toml")
+            .replace("# auto_generate_dir =", "auto_generate_dir =");
+        let file = crate::config::ConfigFile::parse(&text).expect("parses uncommented");
+        assert!(file.sidecar.tls.auto_generate_dir.is_some());
     }
 
     #[test]

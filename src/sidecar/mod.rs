@@ -12,6 +12,7 @@ pub mod config;
 pub mod connection;
 pub mod drain;
 pub mod errors;
+pub mod front_tls;
 pub mod io;
 pub mod login;
 pub mod registry;
@@ -67,6 +68,9 @@ pub struct Shared {
     /// The greeting's version is final: configured, or learned from the
     /// backend (see [`GREETING_WAIT`]).
     version_known: tokio::sync::watch::Sender<bool>,
+    /// `auth.plugin = "auto"`: the plugin follows the version, learned
+    /// with it.
+    plugin_follows_version: bool,
     /// Set when the drain begins: readiness turns false.
     draining: std::sync::atomic::AtomicBool,
 }
@@ -103,19 +107,14 @@ impl Sidecar {
                 key: "sidecar.upstream",
                 reason: e.to_string(),
             })?;
-        let auth = auth_config(&config)?;
-        if auth.default_plugin == Plugin::CachingSha2Password {
-            // Generating an RSA key takes long enough to stall a runtime
-            // worker; do it now, off the runtime, rather than in the first
-            // client's login that needs it.
-            let key = auth.rsa_key.clone();
-            tokio::task::spawn_blocking(move || {
-                if let Err(e) = key.public_pem() {
-                    warn!(error = %e, "preparing the RSA key for caching_sha2_password");
-                }
-            });
+        let front_tls = front_tls::acceptor(&config.tls, config.listen)?;
+        let auth = auth_config(&config, front_tls.is_some())?;
+        let plugin_follows_version = config.auth.plugin == "auto";
+        let version_known = config.server_version != "auto";
+        let plugin_known = !plugin_follows_version || version_known;
+        if plugin_known {
+            prepare_rsa_key(&auth);
         }
-        let front_tls = front_tls(&config)?;
         let shared = Arc::new(Shared {
             client,
             registry: registry::Registry::new(),
@@ -127,7 +126,8 @@ impl Sidecar {
             login_timeout: config.login_timeout,
             upstream_targets: AtomicBool::new(false),
             known_databases: Mutex::default(),
-            version_known: tokio::sync::watch::Sender::new(config.server_version != "auto"),
+            version_known: tokio::sync::watch::Sender::new(version_known),
+            plugin_follows_version,
             draining: std::sync::atomic::AtomicBool::new(false),
         });
         let listen_err = |what: String| move |source| StartError::Listen { what, source };
@@ -155,6 +155,9 @@ impl Sidecar {
                 shutdown.clone(),
                 tasks.clone(),
             ));
+        }
+        if !plugin_known {
+            tokio::spawn(prepare_rsa_key_if_learning_is_slow(shared.clone()));
         }
         tokio::spawn(learn_upstream(
             shared.clone(),
@@ -276,7 +279,43 @@ fn system_roots() -> rustls::RootCertStore {
     roots
 }
 
-fn auth_config(config: &SidecarConfig) -> Result<AuthConfig, ConfigError> {
+/// Generating an RSA key takes long enough to stall a runtime worker (and
+/// seconds in a debug build): for caching_sha2_password, do it off the
+/// runtime as soon as the plugin is known, rather than in the first login
+/// that needs it.
+fn prepare_rsa_key(auth: &AuthConfig) {
+    if auth.default_plugin != Plugin::CachingSha2Password {
+        return;
+    }
+    let key = auth.rsa_key.clone();
+    tokio::task::spawn_blocking(move || {
+        if let Err(e) = key.public_pem() {
+            warn!(error = %e, "preparing the RSA key for caching_sha2_password");
+        }
+    });
+}
+
+/// With `auth.plugin = "auto"` the key waits for the backend's version
+/// (learned in milliseconds, and needless for MariaDB's
+/// mysql_native_password); when that takes longer than this, the
+/// fallback version's caching_sha2_password gets its key ready for the
+/// clients greeted with it (after [`GREETING_WAIT`]).
+const RSA_KEY_DECISION_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
+async fn prepare_rsa_key_if_learning_is_slow(shared: Arc<Shared>) {
+    let mut version_known = shared.version_known.subscribe();
+    let learned = version_known.wait_for(|known| *known);
+    if tokio::time::timeout(RSA_KEY_DECISION_WAIT, learned)
+        .await
+        .is_err()
+    {
+        // The learner prepares it for the learned plugin otherwise.
+        let auth = shared.auth.read().expect("not poisoned").clone();
+        prepare_rsa_key(&auth);
+    }
+}
+
+fn auth_config(config: &SidecarConfig, tls_available: bool) -> Result<AuthConfig, ConfigError> {
     let users = if config.auth.users.is_empty() {
         None
     } else {
@@ -301,35 +340,21 @@ fn auth_config(config: &SidecarConfig) -> Result<AuthConfig, ConfigError> {
     } else {
         config.server_version.clone()
     };
+    let default_plugin = match config.auth.plugin.as_str() {
+        "auto" => Plugin::default_for(&version),
+        name => name.parse::<Plugin>().map_err(|_| ConfigError::Invalid {
+            key: "sidecar.auth.plugin",
+            reason: "must be auto, caching_sha2_password or mysql_native_password".into(),
+        })?,
+    };
     Ok(AuthConfig {
         server_version: version,
         users,
-        default_plugin: config
-            .auth
-            .plugin
-            .parse::<Plugin>()
-            .map_err(|_| ConfigError::Invalid {
-                key: "sidecar.auth.plugin",
-                reason: "must be caching_sha2_password or mysql_native_password".into(),
-            })?,
-        tls_available: config.tls.cert.is_some(),
+        default_plugin,
+        tls_available,
         cache: Arc::new(AuthCache::new()),
         rsa_key: Arc::new(rsa_key),
     })
-}
-
-fn front_tls(config: &SidecarConfig) -> Result<Option<TlsAcceptor>, ConfigError> {
-    let (Some(cert), Some(key)) = (&config.tls.cert, &config.tls.key) else {
-        return Ok(None);
-    };
-    let invalid = |e: tls::TlsError| ConfigError::Invalid {
-        key: "sidecar.tls",
-        reason: e.to_string(),
-    };
-    let identity = tls::Identity::from_pem_files(cert, key).map_err(invalid)?;
-    // TLS 1.3 only, as toward the gateway (OpenSSL 1.1.1+ clients).
-    let server = identity.server_config(&[]).map_err(invalid)?;
-    Ok(Some(TlsAcceptor::from(server)))
 }
 
 /// Version in greetings until the backend's is known.
@@ -390,11 +415,17 @@ async fn learn_upstream(shared: Arc<Shared>, learn_version: bool) {
                     } else {
                         version
                     };
-                    info!(%version, "backend version learned");
-                    let mut auth = shared.auth.write().expect("not poisoned");
-                    let mut updated = (**auth).clone();
+                    let mut updated = (**shared.auth.read().expect("not poisoned")).clone();
+                    if shared.plugin_follows_version {
+                        updated.default_plugin = Plugin::default_for(&version);
+                    }
+                    info!(%version, plugin = %updated.default_plugin, "backend version learned");
                     updated.server_version = version;
-                    *auth = Arc::new(updated);
+                    *shared.auth.write().expect("not poisoned") = Arc::new(updated);
+                }
+                if shared.plugin_follows_version {
+                    // The plugin is final now.
+                    prepare_rsa_key(&shared.auth.read().expect("not poisoned").clone());
                 }
                 shared.version_known.send_replace(true);
                 return;

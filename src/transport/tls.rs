@@ -1,4 +1,6 @@
-//! TLS 1.3 configuration for both transports (rustls with `ring`).
+//! TLS configuration for both transports (rustls with `ring`): TLS 1.3
+//! toward and from the gateway; TLS 1.2 and 1.3 for the sidecar's local
+//! MySQL clients.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -62,19 +64,12 @@ impl Identity {
     /// Generates a self-signed certificate for `names` (DNS names or IP
     /// addresses) and writes its PEM to `cert_out` for clients to trust.
     pub fn self_signed(names: &[String], cert_out: &Path) -> Result<Self, TlsError> {
-        let mut names = names.to_vec();
-        if names.is_empty() {
-            names = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
-        }
-        let certified = rcgen::generate_simple_self_signed(names)?;
-        std::fs::write(cert_out, certified.cert.pem()).map_err(|source| TlsError::Write {
+        let generated = SelfSigned::generate(names)?;
+        std::fs::write(cert_out, &generated.cert_pem).map_err(|source| TlsError::Write {
             path: cert_out.to_path_buf(),
             source,
         })?;
-        Ok(Self {
-            chain: vec![certified.cert.der().clone()],
-            key: PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into()),
-        })
+        Ok(generated.identity)
     }
 
     /// A TLS 1.3-only server configuration offering `alpn`.
@@ -86,6 +81,48 @@ impl Identity {
         config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         config.max_early_data_size = 0;
         Ok(Arc::new(config))
+    }
+
+    /// The server configuration for local MySQL clients: TLS 1.2 and 1.3
+    /// (rustls's secure cipher suites only), no ALPN. MySQL clients are
+    /// not all on TLS 1.3: Connector/J on older JREs, clients linked to
+    /// OpenSSL 1.0.2, and anyone who pins `--tls-version=TLSv1.2`.
+    pub fn mysql_server_config(&self) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+        let config = rustls::ServerConfig::builder_with_protocol_versions(&[
+            &rustls::version::TLS13,
+            &rustls::version::TLS12,
+        ])
+        .with_no_client_auth()
+        .with_single_cert(self.chain.clone(), self.key.clone_key())?;
+        Ok(Arc::new(config))
+    }
+}
+
+/// A freshly generated self-signed certificate, with the PEM text of it
+/// and of its key (for writing them out).
+pub struct SelfSigned {
+    pub identity: Identity,
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+impl SelfSigned {
+    /// An ECDSA P-256 certificate for `names` (DNS names or IP addresses;
+    /// empty: `localhost`, `127.0.0.1` and `::1`). Takes milliseconds.
+    pub fn generate(names: &[String]) -> Result<Self, TlsError> {
+        let mut names = names.to_vec();
+        if names.is_empty() {
+            names = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+        }
+        let certified = rcgen::generate_simple_self_signed(names)?;
+        Ok(Self {
+            cert_pem: certified.cert.pem(),
+            key_pem: certified.signing_key.serialize_pem(),
+            identity: Identity {
+                chain: vec![certified.cert.der().clone()],
+                key: PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into()),
+            },
+        })
     }
 }
 

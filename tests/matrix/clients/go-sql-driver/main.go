@@ -662,6 +662,10 @@ func tlsCheck() (any, error) {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "first-login" {
+		firstLogins()
+		return
+	}
 	db, err := open("")
 	if err != nil {
 		// Every check needs a connection; report it on each.
