@@ -1,6 +1,8 @@
 //! A client connection's psdb session, as the sidecar sees it: the opaque
 //! cookie it echoes back, plus the flags it reads for MySQL status.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use prost::Message;
 
@@ -32,6 +34,8 @@ pub struct Session {
     /// The default database moved (to this), not yet told to the client
     /// (session-state tracking).
     moved_to: Option<String>,
+    /// The session variables the last response reported.
+    reported: Reported,
 }
 
 /// What a connection asks of each new upstream session, in its first
@@ -104,6 +108,7 @@ impl Session {
     /// Replaces the cookie with the one a response returned.
     pub fn update(&mut self, cookie: RawSession) {
         let before = self.database();
+        self.reported = Reported::of(&cookie);
         if let Some(v) = &cookie.view().vitess_session {
             self.in_transaction = v.in_transaction;
             self.autocommit = v.autocommit;
@@ -160,7 +165,7 @@ impl Session {
         if self.in_transaction {
             s |= StatusFlags::SERVER_STATUS_IN_TRANS;
         }
-        if !self.dialect(Charset::AsciiSafe).backslash_escapes {
+        if !self.reported.dialect.backslash_escapes {
             s |= StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES;
         }
         s
@@ -169,36 +174,53 @@ impl Session {
     /// How long the backend lets this session idle (`wait_timeout`, as
     /// the gateway last reported it): the sidecar closes an idle client
     /// after it, as the server closes its connection.
-    pub fn idle_timeout(&self) -> Option<std::time::Duration> {
-        let seconds: u64 = self
-            .cookie
-            .as_ref()?
-            .view()
-            .vitess_session
-            .as_ref()?
-            .system_variables
-            .get("wait_timeout")?
-            .parse()
-            .ok()?;
-        Some(std::time::Duration::from_secs(seconds.max(1)))
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        self.reported.idle_timeout
     }
 
     /// How the backend reads this session's SQL: the character set and
     /// `sql_mode` the gateway reports in the session's system variables,
     /// or `login` (the handshake's character set) until it has.
     pub fn dialect(&self, login: Charset) -> Dialect {
-        let variables = self
-            .cookie
-            .as_ref()
-            .and_then(|c| c.view().vitess_session.as_ref())
-            .map(|v| &v.system_variables);
-        let variable = |name: &str| variables.and_then(|v| v.get(name)).map(String::as_str);
-        let mut dialect =
-            Dialect::from_variables(variable("character_set_client"), variable("sql_mode"));
-        if variable("character_set_client").is_none() {
+        let mut dialect = self.reported.dialect;
+        if !self.reported.charset {
             dialect.charset = login;
         }
         dialect
+    }
+}
+
+/// The session variables the gateway reports (`system_variables`), read
+/// once per response rather than per packet.
+#[derive(Clone, Copy, Debug, Default)]
+struct Reported {
+    dialect: Dialect,
+    /// `character_set_client` was among them.
+    charset: bool,
+    idle_timeout: Option<Duration>,
+}
+
+impl Reported {
+    fn of(cookie: &RawSession) -> Self {
+        let Some(variables) = cookie
+            .view()
+            .vitess_session
+            .as_ref()
+            .map(|v| &v.system_variables)
+        else {
+            return Self::default();
+        };
+        let variable = |name: &str| variables.get(name).map(String::as_str);
+        Self {
+            dialect: Dialect::from_variables(
+                variable("character_set_client"),
+                variable("sql_mode"),
+            ),
+            charset: variable("character_set_client").is_some(),
+            idle_timeout: variable("wait_timeout")
+                .and_then(|v| v.parse::<u64>().ok())
+                .map(|seconds| Duration::from_secs(seconds.max(1))),
+        }
     }
 }
 
@@ -259,6 +281,53 @@ mod tests {
         s.update(answer(""));
         assert!(!s.target_refused());
         assert_eq!(s.database(), None);
+    }
+
+    fn with_variables(variables: &[(&str, &str)]) -> RawSession {
+        let session = pb::Session {
+            signature: Bytes::from_static(b"signed"),
+            vitess_session: Some(pb::VitessSession {
+                autocommit: true,
+                system_variables: variables
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                ..Default::default()
+            }),
+        };
+        RawSession::from_bytes(session.encode_to_vec().into()).unwrap()
+    }
+
+    #[test]
+    fn reported_variables_decide_flags_scanning_and_idle_time() {
+        let mut s = Session::new(NewSession::default());
+        assert_eq!(
+            s.dialect(Charset::Gbk).charset,
+            Charset::Gbk,
+            "login's until told"
+        );
+        assert!(
+            !s.status()
+                .contains(StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES)
+        );
+        s.update(with_variables(&[
+            ("sql_mode", "'STRICT_TRANS_TABLES,NO_BACKSLASH_ESCAPES'"),
+            ("character_set_client", "'big5'"),
+            ("wait_timeout", "2"),
+        ]));
+        assert!(
+            s.status()
+                .contains(StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES)
+        );
+        let d = s.dialect(Charset::Gbk);
+        assert_eq!((d.charset, d.backslash_escapes), (Charset::Big5, false));
+        assert_eq!(s.idle_timeout(), Some(Duration::from_secs(2)));
+        s.update(with_variables(&[]));
+        assert!(
+            !s.status()
+                .contains(StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES)
+        );
+        assert_eq!(s.idle_timeout(), None);
     }
 
     #[test]
