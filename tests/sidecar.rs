@@ -55,7 +55,11 @@ impl Chain {
 
     /// The chain, without waiting for the sidecar to learn anything.
     async fn launch(tweak: impl FnOnce(&mut SidecarConfig)) -> Self {
-        let stack = Stack::start().await;
+        Self::launch_on(Stack::start().await, tweak).await
+    }
+
+    /// The chain in front of a gateway (`stack`) set up by the caller.
+    async fn launch_on(stack: Stack, tweak: impl FnOnce(&mut SidecarConfig)) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("sidecar.sock");
         let mut config = SidecarConfig {
@@ -1007,4 +1011,40 @@ async fn a_default_sidecar_greets_with_its_backends_plugin_and_offers_tls() {
     let (_, tls, plugin) = greeting(explicit.sidecar.addr()).await;
     assert_eq!((tls, plugin.as_str()), (false, "caching_sha2_password"));
     log_in_and_change_user(&explicit).await;
+}
+
+/// A statement larger than the gateway takes gets ER_NET_PACKET_TOO_LARGE
+/// naming the limit (not "Too many connections"), is not run, and the
+/// connection goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_over_the_gateways_limit_is_1153_and_the_connection_goes_on() {
+    // Sent as it is, and compressed (the limit bounds the decompressed
+    // body too).
+    for compressed in [false, true] {
+        let stack = Stack::start_with(|c| c.limits.max_request_bytes = 64 << 10).await;
+        let chain = Chain::launch_on(stack, |c| {
+            if !compressed {
+                c.upstream.compression = Vec::new();
+            }
+        })
+        .await;
+        let mut via = chain.client().await;
+        via.query_drop("CREATE TABLE big (v LONGTEXT)")
+            .await
+            .unwrap();
+        let large = format!("INSERT INTO big VALUES ('{}')", "x".repeat(100 << 10));
+        match via.query_drop(large).await {
+            Err(mysql_async::Error::Server(e)) => {
+                assert_eq!((e.code, e.state.as_str()), (1153, "08S01"), "{e:?}");
+                assert!(e.message.contains("max_request_bytes"), "{}", e.message);
+            }
+            other => panic!("compressed {compressed}: {other:?}"),
+        }
+        let rows: i64 = via
+            .query_first("SELECT COUNT(*) FROM big")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(rows, 0, "not run, and the connection goes on");
+    }
 }

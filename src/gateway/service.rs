@@ -203,9 +203,19 @@ impl Service {
             .with(&["received"])
             .add(body.len() as u64);
         let message = match wire.framing {
-            Framing::Unary => request_encoding.decompress(body, limit)?,
-            Framing::Streaming => single_envelope(body, request_encoding, limit)?,
-        };
+            Framing::Unary => request_encoding.decompress(body, limit),
+            Framing::Streaming => single_envelope(body, request_encoding, limit),
+        }
+        .map_err(|e| match e.code {
+            // Named as the limit a client can find in our configuration.
+            Code::ResourceExhausted => ApiError::new(
+                Code::ResourceExhausted,
+                format!(
+                    "request body larger than max_request_bytes ({limit} bytes) after decompression"
+                ),
+            ),
+            _ => e,
+        })?;
         let rpc = &self.rpc;
         match method {
             Method::CreateSession => {

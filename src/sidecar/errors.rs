@@ -208,6 +208,17 @@ pub fn from_call(e: &CallError, in_transaction: bool) -> MysqlError {
                     api.message
                 ),
             ),
+            // Our gateway's refusal of a request body over its
+            // max_request_bytes: the statement is too large, not the
+            // server too busy (it never ran; the connection goes on).
+            Code::ResourceExhausted if api.message.contains("max_request_bytes") => error(
+                1153,
+                "08S01",
+                format!(
+                    "Got a packet bigger than 'max_allowed_packet' bytes: the statement is larger than the gateway accepts ({}); it was not run",
+                    api.message
+                ),
+            ),
             Code::ResourceExhausted => error(
                 1040,
                 "08004",
