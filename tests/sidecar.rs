@@ -1048,3 +1048,27 @@ async fn a_statement_over_the_gateways_limit_is_1153_and_the_connection_goes_on(
         assert_eq!(rows, 0, "not run, and the connection goes on");
     }
 }
+
+/// A DOUBLE bound to `LIMIT ?` (as drivers send JavaScript numbers, for
+/// one) limits as a server-side prepared statement does; it once became
+/// `LIMIT 2e0`, a syntax error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_double_limit_parameter_limits_as_directly() {
+    let chain = Chain::start().await;
+    let mut direct = chain.direct().await;
+    let mut via = chain.client().await;
+    direct
+        .query_drop("CREATE TABLE lim (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    direct
+        .query_drop("INSERT INTO lim VALUES (1), (2), (3), (4)")
+        .await
+        .unwrap();
+    let sql = "SELECT id FROM lim ORDER BY id LIMIT ? OFFSET ?";
+    let params = || (Value::Double(2.0), Value::Double(1.0));
+    let want: Vec<i64> = direct.exec(sql, params()).await.unwrap();
+    let got: Vec<i64> = via.exec(sql, params()).await.unwrap();
+    assert_eq!(want, vec![2, 3]);
+    assert_eq!(got, want);
+}

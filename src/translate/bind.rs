@@ -56,6 +56,9 @@ pub fn substitute<'a>(
     let mut positional = 0usize;
     let mut copied = 0usize;
     let mut i = 0usize;
+    // Inside `LIMIT a [, b]` / `LIMIT a OFFSET b`, which takes integers
+    // only: a server converts a parameter there to one.
+    let mut in_limit = false;
     while i < sql.len() {
         if let Some(end) = dialect.skip_non_code(sql, i) {
             i = end;
@@ -66,10 +69,21 @@ pub fn substitute<'a>(
                 positional += 1;
                 let name = format!("v{positional}");
                 out.extend_from_slice(&sql[copied..i]);
-                push_literal(&mut out, &name, vars, &strings)?;
+                match vars.get(&name).and_then(|v| limit_count(v, in_limit)) {
+                    Some(count) => out.extend_from_slice(count.to_string().as_bytes()),
+                    None => push_literal(&mut out, &name, vars, &strings)?,
+                }
                 i += 1;
                 copied = i;
             }
+            c if c.is_ascii_alphabetic() || c == b'_' => {
+                let end = ident_end(sql, i);
+                let word = &sql[i..end];
+                in_limit =
+                    word.eq_ignore_ascii_case(b"LIMIT") || word.eq_ignore_ascii_case(b"OFFSET");
+                i = end;
+            }
+            c if c.is_ascii_whitespace() || c.is_ascii_digit() || c == b',' => i += 1,
             b':' if i == 0 || sql[i - 1] != b':' => {
                 let start = if sql.get(i + 1) == Some(&b':') {
                     i + 2
@@ -89,11 +103,30 @@ pub fn substitute<'a>(
                     i += 1;
                 }
             }
-            _ => i = dialect.next(sql, i),
+            _ => {
+                in_limit = false;
+                i = dialect.next(sql, i);
+            }
         }
     }
     out.extend_from_slice(&sql[copied..]);
     Ok(Cow::Owned(out))
+}
+
+/// A parameter of a `LIMIT` clause as the integer a server makes of it
+/// (a DOUBLE 2e4 is `LIMIT 20000` there, where the literal `2e4` would be
+/// a syntax error); `None` outside one, or for a value that is not a
+/// whole number (left as it is, for the server to refuse).
+fn limit_count(var: &BindVariable, in_limit: bool) -> Option<u64> {
+    if !in_limit || var.r#type == Type::Tuple as i32 {
+        return None;
+    }
+    let text = std::str::from_utf8(&var.value).ok()?.trim();
+    if let Ok(n) = text.parse::<u64>() {
+        return Some(n);
+    }
+    let x: f64 = text.parse().ok()?;
+    (x.fract() == 0.0 && (0.0..=u64::MAX as f64).contains(&x)).then_some(x as u64)
 }
 
 /// How string values become literals: hex with an introducer naming the
@@ -294,6 +327,29 @@ mod tests {
     fn sub(sql: &str, vars: &HashMap<String, BindVariable>) -> Result<String, BindError> {
         substitute(sql.as_bytes(), vars, &Dialect::default(), "utf8mb4")
             .map(|b| String::from_utf8(b.into_owned()).unwrap())
+    }
+
+    #[test]
+    fn limit_parameters_are_the_integers_a_server_makes_of_them() {
+        let v = vars(&[
+            ("v1", var(Type::Float64, b"2e4")),
+            ("v2", var(Type::Float64, b"1e1")),
+            ("v3", var(Type::Float64, b"2e4")),
+        ]);
+        assert_eq!(
+            sub("SELECT ? FROM t LIMIT ?, ?", &v).unwrap(),
+            "SELECT 2e4 FROM t LIMIT 10, 20000"
+        );
+        let v = vars(&[
+            ("v1", var(Type::Varchar, b"5")),
+            ("v2", var(Type::Float64, b"2.5")),
+        ]);
+        assert_eq!(
+            sub("SELECT 1 LIMIT ? OFFSET ?", &v).unwrap(),
+            "SELECT 1 LIMIT 5 OFFSET 2.5"
+        );
+        let v = vars(&[("v1", var(Type::Float64, b"3e0"))]);
+        assert_eq!(sub("SELECT (?)", &v).unwrap(), "SELECT (3e0)");
     }
 
     #[test]
