@@ -4,12 +4,14 @@
 //! - [`gateway`]: PlanetScale's `psdb.v1alpha1.Database` HTTP API (Connect
 //!   protocol) served over HTTP/3 and HTTP/2 in front of a MySQL/MariaDB
 //!   backend.
-//! - the sidecar (next milestone): a local MySQL listener that carries every
-//!   client's commands over one long-lived QUIC connection to a gateway.
+//! - [`sidecar`]: a local MySQL server for unmodified clients that carries
+//!   every client's commands over one long-lived QUIC connection (HTTP/2
+//!   when UDP is blocked) to a gateway.
 //!
-//! Layout: [`api`] is the psdb/Connect protocol (pure), [`translate`] the
-//! MySQL ⇄ psdb mapping (pure), [`transport`] the QUIC/HTTP/TLS edges, and
-//! [`gateway`] the server role that wires them to a database.
+//! Layout: [`api`] is the psdb/Connect protocol (pure), [`mysql`] the MySQL
+//! server protocol (pure), [`translate`] the MySQL ⇄ psdb mapping (pure),
+//! [`transport`] the QUIC/HTTP/TLS edges, [`client`] the psdb client,
+//! and [`gateway`] and [`sidecar`] the two roles that wire them together.
 
 pub mod admin;
 pub mod api;

@@ -11,7 +11,8 @@ use crate::api::ApiError;
 pub enum CallError {
     /// The request was never sent: no working connection to the gateway
     /// within `connect_timeout`. Nothing ran, so the caller may retry it
-    /// later or report the gateway as down (MySQL error 2003).
+    /// later or report the gateway as down (the sidecar answers 1105: a
+    /// server may not send numbers of the client library's 2000 range).
     #[error("gateway unavailable: no connection within {waited:?}{}", detail(.last_error))]
     Unavailable {
         waited: Duration,
@@ -21,7 +22,8 @@ pub enum CallError {
     /// The connection failed after the request may have reached the
     /// gateway: the statement may or may not have run, and its session
     /// state is unknown. Never retry it; the sidecar answers MySQL error
-    /// 2013 and closes the client connection (a transaction in it is lost).
+    /// 1158 (08S01) and closes the client connection (a transaction in it
+    /// is lost).
     #[error("lost the gateway connection during the request; it may have executed: {0}")]
     Lost(String),
     /// The gateway answered with a Connect error (non-200 status, or an
