@@ -1072,3 +1072,30 @@ async fn a_double_limit_parameter_limits_as_directly() {
     assert_eq!(want, vec![2, 3]);
     assert_eq!(got, want);
 }
+
+/// Warnings raised inside a stored procedure, read back with SHOW
+/// WARNINGS, are the backend's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warnings_from_a_procedure_are_the_backends() {
+    let chain = Chain::start().await;
+    let mut direct = chain.direct().await;
+    let mut via = chain.client().await;
+    direct
+        .query_drop("CREATE PROCEDURE warn() BEGIN DECLARE y TINYINT; SET y = 'abc'; SELECT y; END")
+        .await
+        .unwrap();
+    let mut outputs = Vec::new();
+    for conn in [&mut via, &mut direct] {
+        let mut out = String::new();
+        for sql in [
+            "CALL warn()",
+            "SHOW WARNINGS",
+            "SELECT CAST('1x' AS SIGNED)",
+            "SHOW WARNINGS",
+        ] {
+            out.push_str(&format!("{sql}\n{}", text_results(conn, sql).await));
+        }
+        outputs.push(out);
+    }
+    assert_eq!(outputs[0], outputs[1]);
+}
