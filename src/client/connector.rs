@@ -8,6 +8,14 @@
 //! on HTTP/2 finish there, and the HTTP/2 connection closes when the last of
 //! them lets go of it.
 //!
+//! In `auto` it also watches the HTTP/3 path ([`super::silence`]): once
+//! packets have gone unanswered for `h3_silence_timeout` (1 s) it stops
+//! handing the connection out and connects HTTP/2, well before QUIC's idle
+//! timeout (3 s) would declare the connection dead. Requests not yet
+//! written wait for whichever transport proves itself first, so they are
+//! not written into a black hole; requests already written stay where they
+//! are.
+//!
 //! Requests never wait on the supervisor itself: they wait (bounded by
 //! `connect_timeout`) for a published connection in a `watch` channel.
 
@@ -17,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tokio::time::{Instant, timeout, timeout_at};
+use tokio::time::{Instant, MissedTickBehavior, timeout, timeout_at};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -26,6 +34,7 @@ use crate::transport::client::{ConnectOptions, Connection};
 
 use super::config::{ClientConfig, TransportPreference, jitter_between};
 use super::error::CallError;
+use super::silence::{SAMPLE_INTERVAL, SilenceClock};
 
 /// Event counters, for metrics and tests.
 #[derive(Debug, Default)]
@@ -326,13 +335,13 @@ impl Connector {
     }
 
     /// Watches the published connection (switching HTTP/2 to HTTP/3 when a
-    /// probe succeeds) until it is lost (`true`) or the client is gone
-    /// (`false`).
+    /// probe succeeds, and HTTP/3 to HTTP/2 when its path goes silent)
+    /// until it is lost (`true`) or the client is gone (`false`).
     async fn hold(&self, mut live: Live, generation: &mut u64, stop: &CancellationToken) -> bool {
         let mut broken = self.broken.subscribe();
         loop {
-            let probing = self.config.transport == TransportPreference::Auto
-                && live.conn.version() == HttpVersion::Http2;
+            let auto = self.config.transport == TransportPreference::Auto;
+            let probing = auto && live.conn.version() == HttpVersion::Http2;
             let probe = async {
                 if !probing {
                     return std::future::pending().await;
@@ -341,8 +350,15 @@ impl Connector {
                 tokio::time::sleep(jitter_between(interval / 2, interval * 3 / 2)).await;
                 self.connect_h3(self.config.h3_handshake_timeout).await
             };
+            let watched = live.conn.clone();
+            let silence = async {
+                if !auto || watched.version() != HttpVersion::Http3 {
+                    return std::future::pending().await;
+                }
+                self.path_silent(&watched).await
+            };
             let current = live.generation;
-            tokio::select! {
+            let silent = tokio::select! {
                 () = stop.cancelled() => return false,
                 () = live.conn.closed() => {
                     info!(version = live.conn.version().as_str(), "gateway connection lost");
@@ -356,17 +372,112 @@ impl Connector {
                     info!(version = live.conn.version().as_str(), "gateway connection refuses requests, replacing it");
                     return true;
                 }
-                probed = probe => match probed {
-                    Ok(h3) => {
-                        self.counters.returns.fetch_add(1, Ordering::Relaxed);
-                        info!("HTTP/3 reachable again; new requests use it");
-                        // In-flight HTTP/2 requests keep their own handle;
-                        // the connection closes after the last one.
-                        live = self.publish(h3, generation);
+                probed = probe => {
+                    match probed {
+                        Ok(h3) => {
+                            self.counters.returns.fetch_add(1, Ordering::Relaxed);
+                            info!("HTTP/3 reachable again; new requests use it");
+                            // In-flight HTTP/2 requests keep their own
+                            // handle; the connection closes after the last.
+                            live = self.publish(h3, generation);
+                        }
+                        Err(e) => debug!(error = %e, "HTTP/3 probe failed"),
                     }
-                    Err(e) => debug!(error = %e, "HTTP/3 probe failed"),
-                },
+                    continue;
+                }
+                silent = silence => silent,
+            };
+            warn!(silent_for = ?silent, "HTTP/3 path silent; new requests wait while HTTP/2 connects");
+            // Requests not yet written wait (in `acquire`) for whichever
+            // transport proves itself first; those already written stay on
+            // the QUIC connection, which answers them if the path comes
+            // back and fails them as lost if it dies.
+            self.current.send_replace(None);
+            match self.race_http2(&live.conn, stop).await {
+                Race::Http2(h2) => {
+                    self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
+                    warn!("HTTP/3 path silent, using HTTP/2");
+                    live = self.publish(h2, generation);
+                }
+                Race::Http3Answered => {
+                    info!("HTTP/3 path answered again; new requests use it");
+                    self.current.send_replace(Some(live.clone()));
+                }
+                Race::Lost => return true,
+                Race::Stopped => return false,
             }
         }
     }
+
+    /// Resolves once `conn`'s QUIC path has left packets unanswered for
+    /// `h3_silence_timeout`, with how long it has been silent.
+    async fn path_silent(&self, conn: &Connection) -> Duration {
+        let Some(first) = conn.path_activity() else {
+            return std::future::pending().await;
+        };
+        let mut clock = SilenceClock::new(first);
+        let mut ticks = tokio::time::interval(SAMPLE_INTERVAL);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let Some(sample) = conn.path_activity() else {
+                return std::future::pending().await;
+            };
+            let silent = clock.observe(Instant::now(), sample);
+            if silent >= self.config.h3_silence_timeout {
+                return silent;
+            }
+        }
+    }
+
+    /// Resolves when `conn` hears from its peer again.
+    async fn path_heard(conn: &Connection) {
+        let Some(first) = conn.path_activity() else {
+            return std::future::pending().await;
+        };
+        let clock = SilenceClock::new(first);
+        let mut ticks = tokio::time::interval(SAMPLE_INTERVAL);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            match conn.path_activity() {
+                Some(sample) if clock.heard(sample) => return,
+                Some(_) => {}
+                None => return std::future::pending().await,
+            }
+        }
+    }
+
+    /// HTTP/2 against the silent HTTP/3 connection `h3`: whichever shows
+    /// it works first. An HTTP/3 connection that dies meanwhile does not
+    /// stop the HTTP/2 attempt.
+    async fn race_http2(&self, h3: &Connection, stop: &CancellationToken) -> Race {
+        let h2_error = tokio::select! {
+            () = stop.cancelled() => return Race::Stopped,
+            () = Self::path_heard(h3) => return Race::Http3Answered,
+            connected = self.connect_h2() => match connected {
+                Ok(h2) => return Race::Http2(h2),
+                Err(e) => e,
+            },
+        };
+        warn!(error = %h2_error, "HTTP/3 path silent and HTTP/2 unavailable");
+        self.set_last_error(h2_error);
+        tokio::select! {
+            () = stop.cancelled() => Race::Stopped,
+            () = Self::path_heard(h3) => Race::Http3Answered,
+            () = h3.closed() => Race::Lost,
+        }
+    }
+}
+
+/// How a race of HTTP/2 against a silent HTTP/3 path ended.
+enum Race {
+    /// HTTP/2 connected first: new requests use it.
+    Http2(Connection),
+    /// The HTTP/3 path answered before HTTP/2 connected: it stays.
+    Http3Answered,
+    /// HTTP/2 failed and the HTTP/3 connection died: reconnect.
+    Lost,
+    /// The client is gone.
+    Stopped,
 }

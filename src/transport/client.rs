@@ -13,7 +13,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio_util::sync::CancellationToken;
 
 use super::HttpVersion;
-use super::quic::{Congestion, client_transport_config, udp_socket};
+use super::quic::{Congestion, PathActivity, client_transport_config, udp_socket};
 use super::tcp::TcpCongestion;
 use super::tls::{ALPN_H2, ALPN_H3};
 
@@ -256,6 +256,15 @@ impl Connection {
         match self {
             Self::H3 { .. } => HttpVersion::Http3,
             Self::H2 { .. } => HttpVersion::Http2,
+        }
+    }
+
+    /// HTTP/3: what the QUIC connection has sent and heard, for telling a
+    /// silent path. `None` for HTTP/2 (TCP does its own).
+    pub fn path_activity(&self) -> Option<PathActivity> {
+        match self {
+            Self::H3 { conn, .. } => Some(PathActivity::of(conn)),
+            Self::H2 { .. } => None,
         }
     }
 
