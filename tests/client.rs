@@ -493,8 +493,9 @@ async fn black_holed_http3_path_moves_unwritten_calls_to_http2() {
 }
 
 /// A transaction carried across requests while the transport changes
-/// under it: HTTP/3 dies (UDP black-holed), the client falls back to
-/// HTTP/2, then returns to HTTP/3; the session goes along unchanged.
+/// under it: HTTP/3's path goes silent (UDP black-holed), the client falls
+/// back to HTTP/2, then returns to HTTP/3; the session goes along
+/// unchanged.
 #[tokio::test(flavor = "multi_thread")]
 async fn session_survives_transport_switches() {
     let stack = Stack::start().await;
@@ -513,8 +514,10 @@ async fn session_survives_transport_switches() {
 
     relay.set_udp(false);
     let lost = wait_for_transport(&client, HttpVersion::Http2, Duration::from_secs(6)).await;
-    // ~3 s to notice the silence, ≤1 s of HTTP/3 attempt, then HTTP/2.
-    assert!(lost > Duration::from_secs(2), "{lost:?}");
+    // Idle: the silence shows with the next keep-alive (≤ 1 s) left
+    // unanswered for `h3_silence_timeout` (1 s), then HTTP/2 connects.
+    // Never sooner: a path is not given up without evidence.
+    assert!(lost > Duration::from_millis(900), "{lost:?}");
     let reply = execute(&client, Some(&session), "INSERT INTO t VALUES (2)").await;
     assert_eq!(reply.transport, HttpVersion::Http2);
     let session = reply.session.unwrap();
@@ -530,7 +533,8 @@ async fn session_survives_transport_switches() {
     assert_eq!(scalar(&count.message).as_deref(), Some("2"));
     let stats = client.stats();
     assert_eq!((stats.fallbacks, stats.returns), (1, 1));
-    assert_eq!(stats.reconnects, 1);
+    // HTTP/2 took over before the silent HTTP/3 connection died.
+    assert_eq!(stats.reconnects, 0);
 }
 
 /// Dropping a stream part-way cancels it at the gateway: the session it
