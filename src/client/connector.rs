@@ -9,12 +9,13 @@
 //! them lets go of it.
 //!
 //! In `auto` it also watches the HTTP/3 path ([`super::silence`]): once
-//! packets have gone unanswered for `h3_silence_timeout` (1 s) it stops
-//! handing the connection out and connects HTTP/2, well before QUIC's idle
+//! packets have gone unanswered for a few round trips (at least 300 ms) it
+//! stops handing the connection out, and if the silence lasts
+//! `h3_silence_timeout` (1 s) it connects HTTP/2 — well before QUIC's idle
 //! timeout (3 s) would declare the connection dead. Requests not yet
 //! written wait for whichever transport proves itself first, so they are
 //! not written into a black hole; requests already written stay where they
-//! are.
+//! are (answered if the path comes back, lost — never re-sent — if not).
 //!
 //! Requests never wait on the supervisor itself: they wait (bounded by
 //! `connect_timeout`) for a published connection in a `watch` channel.
@@ -34,7 +35,7 @@ use crate::transport::client::{ConnectOptions, Connection};
 
 use super::config::{ClientConfig, TransportPreference, jitter_between};
 use super::error::CallError;
-use super::silence::{SAMPLE_INTERVAL, SilenceClock};
+use super::silence::{SAMPLE_INTERVAL, SilenceClock, hold_after};
 
 /// Event counters, for metrics and tests.
 #[derive(Debug, Default)]
@@ -387,20 +388,21 @@ impl Connector {
                 }
                 silent = silence => silent,
             };
-            warn!(silent_for = ?silent, "HTTP/3 path silent; new requests wait while HTTP/2 connects");
-            // Requests not yet written wait (in `acquire`) for whichever
-            // transport proves itself first; those already written stay on
-            // the QUIC connection, which answers them if the path comes
-            // back and fails them as lost if it dies.
+            // Requests not yet written wait (in `acquire`) for the path to
+            // answer or for HTTP/2; those already written stay on the QUIC
+            // connection, which answers them if the path comes back and
+            // fails them as lost if it dies.
+            debug!(silent_for = ?silent, "HTTP/3 path silent; new requests wait");
             self.current.send_replace(None);
-            match self.race_http2(&live.conn, stop).await {
+            let race_at = Instant::now() + self.config.h3_silence_timeout.saturating_sub(silent);
+            match self.ride_out_silence(&live.conn, race_at, stop).await {
                 Race::Http2(h2) => {
                     self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
                     warn!("HTTP/3 path silent, using HTTP/2");
                     live = self.publish(h2, generation);
                 }
                 Race::Http3Answered => {
-                    info!("HTTP/3 path answered again; new requests use it");
+                    debug!("HTTP/3 path answered again; new requests use it");
                     self.current.send_replace(Some(live.clone()));
                 }
                 Race::Lost => return true,
@@ -410,7 +412,7 @@ impl Connector {
     }
 
     /// Resolves once `conn`'s QUIC path has left packets unanswered for
-    /// `h3_silence_timeout`, with how long it has been silent.
+    /// [`hold_after`] its round trip, with how long it has been silent.
     async fn path_silent(&self, conn: &Connection) -> Duration {
         let Some(first) = conn.path_activity() else {
             return std::future::pending().await;
@@ -424,7 +426,7 @@ impl Connector {
                 return std::future::pending().await;
             };
             let silent = clock.observe(Instant::now(), sample);
-            if silent >= self.config.h3_silence_timeout {
+            if silent >= hold_after(sample.rtt, self.config.h3_silence_timeout) {
                 return silent;
             }
         }
@@ -446,6 +448,26 @@ impl Connector {
                 None => return std::future::pending().await,
             }
         }
+    }
+
+    /// Waits, while new requests are held, for the silent HTTP/3 path to
+    /// answer; if it is still silent at `race_at`, races HTTP/2 against it.
+    async fn ride_out_silence(
+        &self,
+        h3: &Connection,
+        race_at: Instant,
+        stop: &CancellationToken,
+    ) -> Race {
+        tokio::select! {
+            () = stop.cancelled() => return Race::Stopped,
+            () = Self::path_heard(h3) => return Race::Http3Answered,
+            () = tokio::time::sleep_until(race_at) => {}
+        }
+        warn!(
+            silent_for = ?self.config.h3_silence_timeout,
+            "HTTP/3 path silent; connecting HTTP/2"
+        );
+        self.race_http2(h3, stop).await
     }
 
     /// HTTP/2 against the silent HTTP/3 connection `h3`: whichever shows

@@ -7,9 +7,13 @@
 //! costs every request made meanwhile — each would be written into the
 //! black hole and come back as lost. Instead the supervisor samples the
 //! connection's counters and measures how long packets that the peer must
-//! acknowledge (anything but ACKs) have gone unanswered; past
-//! `h3_silence_timeout` it stops handing the connection out and races
-//! HTTP/2.
+//! acknowledge (anything but ACKs) have gone unanswered:
+//!
+//! - past [`hold_after`] (a few round trips, at least 300 ms) it stops
+//!   handing the connection out: new requests wait rather than be written
+//!   into what may be a black hole, and go on as soon as the peer is heard
+//!   again — a slow path costs them that wait, never a failure;
+//! - past `h3_silence_timeout` (1 s) it races HTTP/2.
 //!
 //! An idle connection cannot look silent: nothing awaits an answer until
 //! the next keep-alive PING, which a live peer acknowledges within a
@@ -24,6 +28,20 @@ use crate::transport::quic::PathActivity;
 /// How often the counters are read: cheap (a lock and a copy), and fine
 /// enough against a one-second threshold.
 pub(super) const SAMPLE_INTERVAL: Duration = Duration::from_millis(50);
+
+/// What a live peer's answer may take: its maximum ACK delay (QUIC's
+/// default, 25 ms) on top of the round trip.
+const ACK_DELAY: Duration = Duration::from_millis(25);
+/// A floor under the hold threshold, so that a loopback round trip of
+/// microseconds does not turn a scheduling hiccup into held requests.
+const MIN_HOLD_AFTER: Duration = Duration::from_millis(300);
+
+/// How long a path may stay silent before new requests are held back:
+/// four answers' worth of time (a lost packet and its retransmission fit
+/// in it), at least [`MIN_HOLD_AFTER`], at most `race_after`.
+pub(super) fn hold_after(rtt: Duration, race_after: Duration) -> Duration {
+    (4 * (rtt + ACK_DELAY)).max(MIN_HOLD_AFTER).min(race_after)
+}
 
 /// Measures, from successive samples of a connection's counters, how long
 /// ack-eliciting packets have waited without a single datagram from the
@@ -79,7 +97,22 @@ mod tests {
         PathActivity {
             datagrams_received: received,
             ack_eliciting_sent: sent,
+            rtt: Duration::from_millis(1),
         }
+    }
+
+    #[test]
+    fn requests_are_held_after_a_few_round_trips_of_silence() {
+        let second = Duration::from_secs(1);
+        assert_eq!(
+            hold_after(Duration::from_micros(200), second),
+            MIN_HOLD_AFTER
+        );
+        assert_eq!(
+            hold_after(Duration::from_millis(100), second),
+            Duration::from_millis(500)
+        );
+        assert_eq!(hold_after(Duration::from_millis(400), second), second);
     }
 
     #[test]

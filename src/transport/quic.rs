@@ -102,6 +102,8 @@ pub struct PathActivity {
     /// CONNECTION_CLOSE): while any of them waits, a live peer answers
     /// within a round trip plus its acknowledgement delay.
     pub ack_eliciting_sent: u64,
+    /// The smoothed round-trip time.
+    pub rtt: Duration,
 }
 
 impl PathActivity {
@@ -137,6 +139,7 @@ impl PathActivity {
         Self {
             datagrams_received: stats.udp_rx.datagrams,
             ack_eliciting_sent,
+            rtt: stats.path.rtt,
         }
     }
 }
