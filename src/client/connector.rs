@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tokio::time::{Instant, MissedTickBehavior, timeout, timeout_at};
+use tokio::time::{Instant, timeout, timeout_at};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -35,7 +35,7 @@ use crate::transport::client::{ConnectOptions, Connection};
 
 use super::config::{ClientConfig, TransportPreference, jitter_between};
 use super::error::CallError;
-use super::silence::{SAMPLE_INTERVAL, SilenceClock, hold_after};
+use super::silence::{path_heard, path_silent};
 
 /// Event counters, for metrics and tests.
 #[derive(Debug, Default)]
@@ -356,7 +356,7 @@ impl Connector {
                 if !auto || watched.version() != HttpVersion::Http3 {
                     return std::future::pending().await;
                 }
-                self.path_silent(&watched).await
+                path_silent(&watched, self.config.h3_silence_timeout).await
             };
             let current = live.generation;
             let silent = tokio::select! {
@@ -411,45 +411,6 @@ impl Connector {
         }
     }
 
-    /// Resolves once `conn`'s QUIC path has left packets unanswered for
-    /// [`hold_after`] its round trip, with how long it has been silent.
-    async fn path_silent(&self, conn: &Connection) -> Duration {
-        let Some(first) = conn.path_activity() else {
-            return std::future::pending().await;
-        };
-        let mut clock = SilenceClock::new(first);
-        let mut ticks = tokio::time::interval(SAMPLE_INTERVAL);
-        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        loop {
-            ticks.tick().await;
-            let Some(sample) = conn.path_activity() else {
-                return std::future::pending().await;
-            };
-            let silent = clock.observe(Instant::now(), sample);
-            if silent >= hold_after(sample.rtt, self.config.h3_silence_timeout) {
-                return silent;
-            }
-        }
-    }
-
-    /// Resolves when `conn` hears from its peer again.
-    async fn path_heard(conn: &Connection) {
-        let Some(first) = conn.path_activity() else {
-            return std::future::pending().await;
-        };
-        let clock = SilenceClock::new(first);
-        let mut ticks = tokio::time::interval(SAMPLE_INTERVAL);
-        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        loop {
-            ticks.tick().await;
-            match conn.path_activity() {
-                Some(sample) if clock.heard(sample) => return,
-                Some(_) => {}
-                None => return std::future::pending().await,
-            }
-        }
-    }
-
     /// Waits, while new requests are held, for the silent HTTP/3 path to
     /// answer; if it is still silent at `race_at`, races HTTP/2 against it.
     async fn ride_out_silence(
@@ -460,7 +421,7 @@ impl Connector {
     ) -> Race {
         tokio::select! {
             () = stop.cancelled() => return Race::Stopped,
-            () = Self::path_heard(h3) => return Race::Http3Answered,
+            () = path_heard(h3) => return Race::Http3Answered,
             () = tokio::time::sleep_until(race_at) => {}
         }
         warn!(
@@ -476,7 +437,7 @@ impl Connector {
     async fn race_http2(&self, h3: &Connection, stop: &CancellationToken) -> Race {
         let h2_error = tokio::select! {
             () = stop.cancelled() => return Race::Stopped,
-            () = Self::path_heard(h3) => return Race::Http3Answered,
+            () = path_heard(h3) => return Race::Http3Answered,
             connected = self.connect_h2() => match connected {
                 Ok(h2) => return Race::Http2(h2),
                 Err(e) => e,
@@ -486,7 +447,7 @@ impl Connector {
         self.set_last_error(h2_error);
         tokio::select! {
             () = stop.cancelled() => Race::Stopped,
-            () = Self::path_heard(h3) => Race::Http3Answered,
+            () = path_heard(h3) => Race::Http3Answered,
             () = h3.closed() => Race::Lost,
         }
     }

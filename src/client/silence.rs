@@ -21,13 +21,14 @@
 
 use std::time::Duration;
 
-use tokio::time::Instant;
+use tokio::time::{Instant, MissedTickBehavior};
 
+use crate::transport::client::Connection;
 use crate::transport::quic::PathActivity;
 
 /// How often the counters are read: cheap (a lock and a copy), and fine
 /// enough against a one-second threshold.
-pub(super) const SAMPLE_INTERVAL: Duration = Duration::from_millis(50);
+const SAMPLE_INTERVAL: Duration = Duration::from_millis(50);
 
 /// What a live peer's answer may take: its maximum ACK delay (QUIC's
 /// default, 25 ms) on top of the round trip.
@@ -86,6 +87,45 @@ impl SilenceClock {
     /// Whether the peer has been heard since the last sample.
     pub(super) fn heard(&self, sample: PathActivity) -> bool {
         sample.datagrams_received != self.last.datagrams_received
+    }
+}
+
+/// Resolves once `conn`'s QUIC path has left packets unanswered for
+/// [`hold_after`] its round trip, with how long it has been silent.
+pub(super) async fn path_silent(conn: &Connection, race_after: Duration) -> Duration {
+    let Some(first) = conn.path_activity() else {
+        return std::future::pending().await;
+    };
+    let mut clock = SilenceClock::new(first);
+    let mut ticks = tokio::time::interval(SAMPLE_INTERVAL);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Some(sample) = conn.path_activity() else {
+            return std::future::pending().await;
+        };
+        let silent = clock.observe(Instant::now(), sample);
+        if silent >= hold_after(sample.rtt, race_after) {
+            return silent;
+        }
+    }
+}
+
+/// Resolves when `conn` hears from its peer again.
+pub(super) async fn path_heard(conn: &Connection) {
+    let Some(first) = conn.path_activity() else {
+        return std::future::pending().await;
+    };
+    let clock = SilenceClock::new(first);
+    let mut ticks = tokio::time::interval(SAMPLE_INTERVAL);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        match conn.path_activity() {
+            Some(sample) if clock.heard(sample) => return,
+            Some(_) => {}
+            None => return std::future::pending().await,
+        }
     }
 }
 
