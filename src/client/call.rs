@@ -6,6 +6,8 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Duration;
+
 use tokio::time::Instant;
 
 use bytes::{Bytes, BytesMut};
@@ -26,6 +28,11 @@ use super::session::{RawSession, SESSION_FIELD, extract_session};
 
 /// Error bodies are small JSON objects; a larger one is not worth reading.
 const MAX_ERROR_BODY: usize = 64 << 10;
+
+/// How long the end of the HTTP stream may lag behind the Connect
+/// end-of-stream message before the stream is given up (cancelled). A
+/// server sends both together; only a busy one lets them drift apart.
+const HTTP_END_GRACE: Duration = Duration::from_secs(1);
 
 /// A decoded reply and the session it carries.
 #[derive(Clone, Debug)]
@@ -445,6 +452,37 @@ impl ExecuteStream {
         self.transport
     }
 
+    /// Reads up to the end of the HTTP stream once the answer is complete.
+    /// Dropping the body before its end would cancel the stream
+    /// (RST_STREAM / STOP_SENDING) although nothing is wrong, and a busy
+    /// connection pays for every such cancel: HTTP/2 has to answer each
+    /// frame still on its way for a stream it gave up, and h2 counts those
+    /// answers against a per-connection limit (1024) past which it tears
+    /// the whole connection down, with every request on it. The answer is
+    /// already whole, so what happens here cannot change it: a failure or
+    /// a late end only means the stream is cancelled after all.
+    async fn read_http_end(&mut self) {
+        let end = tokio::time::timeout(HTTP_END_GRACE, async {
+            loop {
+                match self.response.chunk().await {
+                    Ok(Some(chunk)) if chunk.is_empty() => continue,
+                    other => return other,
+                }
+            }
+        })
+        .await;
+        match end {
+            Ok(Ok(None)) => {}
+            Ok(Ok(Some(_))) => {
+                debug!("data after the end-of-stream message; cancelling the stream")
+            }
+            Ok(Err(e)) => debug!(error = %e, "the stream failed after its end-of-stream message"),
+            Err(_) => {
+                debug!(grace = ?HTTP_END_GRACE, "no end of the HTTP stream after the end-of-stream message; cancelling it")
+            }
+        }
+    }
+
     async fn read(&mut self) -> Result<Option<Reply<pb::ExecuteResponse>>, CallError> {
         loop {
             let taken = take_envelope(&mut self.buf, self.limit).map_err(|e| match e.code {
@@ -471,6 +509,7 @@ impl ExecuteStream {
                     continue;
                 }
                 if end_stream {
+                    self.read_http_end().await;
                     return match end_stream_error(&payload) {
                         Some(error) => Err(CallError::Api(error)),
                         None => Ok(None),

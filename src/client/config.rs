@@ -70,6 +70,7 @@ pub mod defaults {
     use std::time::Duration;
 
     pub const H3_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(1);
+    pub const H3_SILENCE_TIMEOUT: Duration = Duration::from_secs(1);
     pub const PROBE_INTERVAL: Duration = Duration::from_secs(10);
     pub const KEEP_ALIVE: Duration = Duration::from_secs(1);
     pub const IDLE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -99,6 +100,13 @@ pub struct ClientConfig {
     /// trips; 1 s leaves room for one lost packet and keeps the fallback
     /// well within the 3 s budget.
     pub h3_handshake_timeout: Duration,
+    /// In `auto`, how long packets sent on an established HTTP/3
+    /// connection may go unanswered (nothing at all heard from the
+    /// gateway) before new requests stop going to it and HTTP/2 is
+    /// connected in parallel. Well below `idle_timeout`, so that requests
+    /// are not written into a black hole for its whole length; a live path
+    /// answers within a round trip, so a slow one is not mistaken for it.
+    pub h3_silence_timeout: Duration,
     /// While on HTTP/2 in `auto`, how often to try HTTP/3 again (each wait
     /// jittered ±50 %).
     pub probe_interval: Duration,
@@ -145,6 +153,7 @@ impl ClientConfig {
             password: password.into(),
             transport: TransportPreference::Auto,
             h3_handshake_timeout: defaults::H3_HANDSHAKE_TIMEOUT,
+            h3_silence_timeout: defaults::H3_SILENCE_TIMEOUT,
             probe_interval: defaults::PROBE_INTERVAL,
             keep_alive: defaults::KEEP_ALIVE,
             idle_timeout: defaults::IDLE_TIMEOUT,
@@ -176,6 +185,7 @@ impl ClientConfig {
         }
         for (field, d) in [
             ("h3_handshake_timeout", self.h3_handshake_timeout),
+            ("h3_silence_timeout", self.h3_silence_timeout),
             ("probe_interval", self.probe_interval),
             ("connect_timeout", self.connect_timeout),
             ("reconnect_backoff", self.reconnect_backoff.min),
@@ -207,6 +217,7 @@ impl fmt::Debug for ClientConfig {
             .field("password", &"<redacted>")
             .field("transport", &self.transport)
             .field("h3_handshake_timeout", &self.h3_handshake_timeout)
+            .field("h3_silence_timeout", &self.h3_silence_timeout)
             .field("probe_interval", &self.probe_interval)
             .field("keep_alive", &self.keep_alive)
             .field("idle_timeout", &self.idle_timeout)

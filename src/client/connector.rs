@@ -8,6 +8,15 @@
 //! on HTTP/2 finish there, and the HTTP/2 connection closes when the last of
 //! them lets go of it.
 //!
+//! In `auto` it also watches the HTTP/3 path ([`super::silence`]): once
+//! packets have gone unanswered for a few round trips (at least 300 ms) it
+//! stops handing the connection out, and if the silence lasts
+//! `h3_silence_timeout` (1 s) it connects HTTP/2 — well before QUIC's idle
+//! timeout (3 s) would declare the connection dead. Requests not yet
+//! written wait for whichever transport proves itself first, so they are
+//! not written into a black hole; requests already written stay where they
+//! are (answered if the path comes back, lost — never re-sent — if not).
+//!
 //! Requests never wait on the supervisor itself: they wait (bounded by
 //! `connect_timeout`) for a published connection in a `watch` channel.
 
@@ -26,6 +35,7 @@ use crate::transport::client::{ConnectOptions, Connection};
 
 use super::config::{ClientConfig, TransportPreference, jitter_between};
 use super::error::CallError;
+use super::silence::{path_heard, path_silent};
 
 /// Event counters, for metrics and tests.
 #[derive(Debug, Default)]
@@ -326,13 +336,13 @@ impl Connector {
     }
 
     /// Watches the published connection (switching HTTP/2 to HTTP/3 when a
-    /// probe succeeds) until it is lost (`true`) or the client is gone
-    /// (`false`).
+    /// probe succeeds, and HTTP/3 to HTTP/2 when its path goes silent)
+    /// until it is lost (`true`) or the client is gone (`false`).
     async fn hold(&self, mut live: Live, generation: &mut u64, stop: &CancellationToken) -> bool {
         let mut broken = self.broken.subscribe();
         loop {
-            let probing = self.config.transport == TransportPreference::Auto
-                && live.conn.version() == HttpVersion::Http2;
+            let auto = self.config.transport == TransportPreference::Auto;
+            let probing = auto && live.conn.version() == HttpVersion::Http2;
             let probe = async {
                 if !probing {
                     return std::future::pending().await;
@@ -341,8 +351,15 @@ impl Connector {
                 tokio::time::sleep(jitter_between(interval / 2, interval * 3 / 2)).await;
                 self.connect_h3(self.config.h3_handshake_timeout).await
             };
+            let watched = live.conn.clone();
+            let silence = async {
+                if !auto || watched.version() != HttpVersion::Http3 {
+                    return std::future::pending().await;
+                }
+                path_silent(&watched, self.config.h3_silence_timeout).await
+            };
             let current = live.generation;
-            tokio::select! {
+            let silent = tokio::select! {
                 () = stop.cancelled() => return false,
                 () = live.conn.closed() => {
                     info!(version = live.conn.version().as_str(), "gateway connection lost");
@@ -356,17 +373,94 @@ impl Connector {
                     info!(version = live.conn.version().as_str(), "gateway connection refuses requests, replacing it");
                     return true;
                 }
-                probed = probe => match probed {
-                    Ok(h3) => {
-                        self.counters.returns.fetch_add(1, Ordering::Relaxed);
-                        info!("HTTP/3 reachable again; new requests use it");
-                        // In-flight HTTP/2 requests keep their own handle;
-                        // the connection closes after the last one.
-                        live = self.publish(h3, generation);
+                probed = probe => {
+                    match probed {
+                        Ok(h3) => {
+                            self.counters.returns.fetch_add(1, Ordering::Relaxed);
+                            info!("HTTP/3 reachable again; new requests use it");
+                            // In-flight HTTP/2 requests keep their own
+                            // handle; the connection closes after the last.
+                            live = self.publish(h3, generation);
+                        }
+                        Err(e) => debug!(error = %e, "HTTP/3 probe failed"),
                     }
-                    Err(e) => debug!(error = %e, "HTTP/3 probe failed"),
-                },
+                    continue;
+                }
+                silent = silence => silent,
+            };
+            // Requests not yet written wait (in `acquire`) for the path to
+            // answer or for HTTP/2; those already written stay on the QUIC
+            // connection, which answers them if the path comes back and
+            // fails them as lost if it dies.
+            debug!(silent_for = ?silent, "HTTP/3 path silent; new requests wait");
+            self.current.send_replace(None);
+            let race_at = Instant::now() + self.config.h3_silence_timeout.saturating_sub(silent);
+            match self.ride_out_silence(&live.conn, race_at, stop).await {
+                Race::Http2(h2) => {
+                    self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
+                    warn!("HTTP/3 path silent, using HTTP/2");
+                    live = self.publish(h2, generation);
+                }
+                Race::Http3Answered => {
+                    debug!("HTTP/3 path answered again; new requests use it");
+                    self.current.send_replace(Some(live.clone()));
+                }
+                Race::Lost => return true,
+                Race::Stopped => return false,
             }
         }
     }
+
+    /// Waits, while new requests are held, for the silent HTTP/3 path to
+    /// answer; if it is still silent at `race_at`, races HTTP/2 against it.
+    async fn ride_out_silence(
+        &self,
+        h3: &Connection,
+        race_at: Instant,
+        stop: &CancellationToken,
+    ) -> Race {
+        tokio::select! {
+            () = stop.cancelled() => return Race::Stopped,
+            () = path_heard(h3) => return Race::Http3Answered,
+            () = tokio::time::sleep_until(race_at) => {}
+        }
+        warn!(
+            silent_for = ?self.config.h3_silence_timeout,
+            "HTTP/3 path silent; connecting HTTP/2"
+        );
+        self.race_http2(h3, stop).await
+    }
+
+    /// HTTP/2 against the silent HTTP/3 connection `h3`: whichever shows
+    /// it works first. An HTTP/3 connection that dies meanwhile does not
+    /// stop the HTTP/2 attempt.
+    async fn race_http2(&self, h3: &Connection, stop: &CancellationToken) -> Race {
+        let h2_error = tokio::select! {
+            () = stop.cancelled() => return Race::Stopped,
+            () = path_heard(h3) => return Race::Http3Answered,
+            connected = self.connect_h2() => match connected {
+                Ok(h2) => return Race::Http2(h2),
+                Err(e) => e,
+            },
+        };
+        warn!(error = %h2_error, "HTTP/3 path silent and HTTP/2 unavailable");
+        self.set_last_error(h2_error);
+        tokio::select! {
+            () = stop.cancelled() => Race::Stopped,
+            () = path_heard(h3) => Race::Http3Answered,
+            () = h3.closed() => Race::Lost,
+        }
+    }
+}
+
+/// How a race of HTTP/2 against a silent HTTP/3 path ended.
+enum Race {
+    /// HTTP/2 connected first: new requests use it.
+    Http2(Connection),
+    /// The HTTP/3 path answered before HTTP/2 connected: it stays.
+    Http3Answered,
+    /// HTTP/2 failed and the HTTP/3 connection died: reconnect.
+    Lost,
+    /// The client is gone.
+    Stopped,
 }

@@ -19,6 +19,7 @@ mod config;
 mod connector;
 mod error;
 mod session;
+mod silence;
 
 use std::collections::HashMap;
 use std::sync::Arc;

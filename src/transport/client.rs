@@ -13,9 +13,12 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio_util::sync::CancellationToken;
 
 use super::HttpVersion;
-use super::quic::{Congestion, client_transport_config, udp_socket};
+use super::quic::{Congestion, PathActivity, client_transport_config, udp_socket};
 use super::tcp::TcpCongestion;
 use super::tls::{ALPN_H2, ALPN_H3};
+
+/// Cancelled HTTP/2 streams remembered at once: as many as may be open.
+const REMEMBERED_RESET_STREAMS: usize = 4096;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -225,6 +228,18 @@ impl Connection {
             .keep_alive_interval(options.keep_alive)
             .keep_alive_timeout(options.idle_timeout)
             .keep_alive_while_idle(true)
+            // Streams we cancel (a client that hung up mid-result, KILL
+            // QUERY) are remembered while frames already sent for them
+            // arrive, so those are dropped quietly; h2 keeps 50 by default,
+            // and forgets the rest at once under load.
+            .max_concurrent_reset_streams(REMEMBERED_RESET_STREAMS)
+            // h2 answers each frame for a stream it has forgotten with
+            // RST_STREAM and, after 1024 such answers in a connection's
+            // life (never reset), closes the connection as a defence
+            // against servers that provoke them. Against our gateway that
+            // only means a long-lived, busy connection is eventually torn
+            // down with every request on it: statements lost for nothing.
+            .max_local_error_reset_streams(None)
             .handshake(TokioIo::new(stream))
             .await
             .map_err(|e| err(&e))?;
@@ -241,6 +256,15 @@ impl Connection {
         match self {
             Self::H3 { .. } => HttpVersion::Http3,
             Self::H2 { .. } => HttpVersion::Http2,
+        }
+    }
+
+    /// HTTP/3: what the QUIC connection has sent and heard, for telling a
+    /// silent path. `None` for HTTP/2 (TCP does its own).
+    pub fn path_activity(&self) -> Option<PathActivity> {
+        match self {
+            Self::H3 { conn, .. } => Some(PathActivity::of(conn)),
+            Self::H2 { .. } => None,
         }
     }
 
@@ -272,13 +296,13 @@ impl Connection {
                 let stream = send
                     .send_request(http::Request::from_parts(parts, ()))
                     .await
-                    .map_err(|e| ClientError::NotSent(e.to_string()))?;
+                    .map_err(|e| ClientError::NotSent(describe(&e)))?;
                 // From here on the server may have seen the request.
                 let mut exchange = Box::new(H3Exchange {
                     stream,
                     request_sent: false,
                 });
-                let broken = |e: h3::error::StreamError| ClientError::Broken(e.to_string());
+                let broken = |e: h3::error::StreamError| ClientError::Broken(describe(&e));
                 if !body.is_empty() {
                     exchange.stream.send_data(body).await.map_err(broken)?;
                 }
@@ -296,7 +320,7 @@ impl Connection {
                 let mut send = send.clone();
                 send.ready()
                     .await
-                    .map_err(|e| ClientError::NotSent(e.to_string()))?;
+                    .map_err(|e| ClientError::NotSent(describe(&e)))?;
                 let response = send
                     .try_send_request(request.map(Full::new))
                     .await
@@ -305,9 +329,9 @@ impl Connection {
                         // to write; any other failure may have reached the
                         // server.
                         if e.take_message().is_some() {
-                            ClientError::NotSent(e.into_error().to_string())
+                            ClientError::NotSent(describe(&e.into_error()))
                         } else {
-                            ClientError::Broken(e.into_error().to_string())
+                            ClientError::Broken(describe(&e.into_error()))
                         }
                     })?;
                 let (head, body) = response.into_parts();
@@ -322,6 +346,24 @@ impl Connection {
     }
 }
 
+/// An error with its causes: hyper's own text is only the kind ("http2
+/// error"); what happened (a GOAWAY and its reason, a keep-alive timeout,
+/// an I/O error) is in the source chain.
+fn describe(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        // Some wrappers repeat their cause's text; say it once.
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 impl ResponseStream {
     /// The next piece of the body; `None` at its end.
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, ClientError> {
@@ -329,12 +371,12 @@ impl ResponseStream {
             ResponseBody::H3(exchange) => match exchange.stream.recv_data().await {
                 Ok(Some(mut buf)) => Ok(Some(buf.copy_to_bytes(buf.remaining()))),
                 Ok(None) => Ok(None),
-                Err(e) => Err(ClientError::Broken(e.to_string())),
+                Err(e) => Err(ClientError::Broken(describe(&e))),
             },
             ResponseBody::H2(body) => loop {
                 match body.frame().await {
                     None => return Ok(None),
-                    Some(Err(e)) => return Err(ClientError::Broken(e.to_string())),
+                    Some(Err(e)) => return Err(ClientError::Broken(describe(&e))),
                     Some(Ok(frame)) => {
                         if let Ok(data) = frame.into_data() {
                             return Ok(Some(data));

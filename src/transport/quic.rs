@@ -103,6 +103,57 @@ pub fn client_transport_config(
     Arc::new(t)
 }
 
+/// Counters of a connection that tell a live path from a silent one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathActivity {
+    /// Datagrams received from the peer.
+    pub datagrams_received: u64,
+    /// Frames sent that the peer must acknowledge (all but ACK and
+    /// CONNECTION_CLOSE): while any of them waits, a live peer answers
+    /// within a round trip plus its acknowledgement delay.
+    pub ack_eliciting_sent: u64,
+    /// The smoothed round-trip time.
+    pub rtt: Duration,
+}
+
+impl PathActivity {
+    pub fn of(conn: &quinn::Connection) -> Self {
+        let stats = conn.stats();
+        let f = &stats.frame_tx;
+        let ack_eliciting_sent = [
+            f.ack_frequency,
+            f.crypto,
+            f.data_blocked,
+            f.datagram,
+            u64::from(f.handshake_done),
+            f.immediate_ack,
+            f.max_data,
+            f.max_stream_data,
+            f.max_streams_bidi,
+            f.max_streams_uni,
+            f.new_connection_id,
+            f.new_token,
+            f.path_challenge,
+            f.path_response,
+            f.ping,
+            f.reset_stream,
+            f.retire_connection_id,
+            f.stream_data_blocked,
+            f.streams_blocked_bidi,
+            f.streams_blocked_uni,
+            f.stop_sending,
+            f.stream,
+        ]
+        .iter()
+        .sum();
+        Self {
+            datagrams_received: stats.udp_rx.datagrams,
+            ack_eliciting_sent,
+            rtt: stats.path.rtt,
+        }
+    }
+}
+
 fn idle_timeout(d: Duration) -> IdleTimeout {
     // Only durations beyond 2^62 ms fail; they mean "forever" anyway.
     IdleTimeout::try_from(d).unwrap_or_else(|_| VarInt::MAX.into())
