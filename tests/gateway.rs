@@ -1070,3 +1070,20 @@ async fn a_new_session_starts_in_its_target_database() {
         assert_eq!(scalar(&exists).as_deref(), Some("0"), "the statement ran");
     }
 }
+
+/// A 401 decided from the headers comes back over HTTP/3 even while the
+/// client is still sending a large body: the gateway stops reading it,
+/// and the client reads the response anyway (RFC 9114 §4.1), rather than
+/// taking the stopped stream for a broken request.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refusal_from_the_headers_reaches_an_http3_client_still_sending() {
+    let stack = Stack::start().await;
+    let mut client = stack.client(Version::H3, Codec::Json).await;
+    client.auth = Some(basic(USER, "wrong"));
+    let filler = "x".repeat(4 << 20);
+    let body = format!(r#"{{"query":"SELECT '{filler}'"}}"#);
+    for _ in 0..3 {
+        let answer = client.raw(Method::Execute, Bytes::from(body.clone())).await;
+        assert_eq!(answer.status, 401);
+    }
+}

@@ -303,12 +303,23 @@ impl Connection {
                     request_sent: false,
                 });
                 let broken = |e: h3::error::StreamError| ClientError::Broken(describe(&e));
-                if !body.is_empty() {
-                    exchange.stream.send_data(body).await.map_err(broken)?;
-                }
-                exchange.stream.finish().await.map_err(broken)?;
+                let sent = if body.is_empty() {
+                    exchange.stream.finish().await
+                } else {
+                    match exchange.stream.send_data(body).await {
+                        Ok(()) => exchange.stream.finish().await,
+                        Err(e) => Err(e),
+                    }
+                };
                 exchange.request_sent = true;
-                let response = exchange.stream.recv_response().await.map_err(broken)?;
+                // A server may answer before it has read the whole request
+                // and stop our sending (a 401 from the headers alone):
+                // RFC 9114 §4.1 says a client must not discard that
+                // response, so it is read whatever the sending came to.
+                let response = match exchange.stream.recv_response().await {
+                    Ok(response) => response,
+                    Err(e) => return Err(broken(sent.err().unwrap_or(e))),
+                };
                 let (head, ()) = response.into_parts();
                 Ok(ResponseStream {
                     head,

@@ -204,7 +204,7 @@ impl RequestContext {
             method: parts.method,
             path: parts.uri.path().to_string(),
             headers: parts.headers,
-            body: RequestBody::new(read_body(body, limit)),
+            body: RequestBody::new(read_body(UnreadStopped::new(body), limit)),
             version: HttpVersion::Http3,
             peer: self.slot,
         };
@@ -233,16 +233,41 @@ impl RequestContext {
     }
 }
 
-async fn read_body<S>(
-    mut stream: h3::server::RequestStream<S, Bytes>,
-    limit: usize,
-) -> Result<Bytes, BodyError>
+/// A request body's stream: dropped before its end (a refusal from the
+/// headers, a body over the limit), it asks the client to stop sending
+/// with H3_NO_ERROR, as RFC 9114 §4.1 says a server that answers early
+/// should (a bare drop would stop it with code 0).
+struct UnreadStopped<S: h3::quic::RecvStream> {
+    stream: h3::server::RequestStream<S, Bytes>,
+    finished: bool,
+}
+
+impl<S: h3::quic::RecvStream> Drop for UnreadStopped<S> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.stream.stop_sending(h3::error::Code::H3_NO_ERROR);
+        }
+    }
+}
+
+impl<S: h3::quic::RecvStream> UnreadStopped<S> {
+    fn new(stream: h3::server::RequestStream<S, Bytes>) -> Self {
+        Self {
+            stream,
+            finished: false,
+        }
+    }
+}
+
+/// Reads the whole body. The guard is made before this future is, so a
+/// body the handler never reads is stopped just the same.
+async fn read_body<S>(mut stream: UnreadStopped<S>, limit: usize) -> Result<Bytes, BodyError>
 where
     S: h3::quic::RecvStream,
 {
     let mut body = BytesMut::new();
     loop {
-        match stream.recv_data().await {
+        match stream.stream.recv_data().await {
             Ok(Some(mut chunk)) => {
                 if body.len() + chunk.remaining() > limit {
                     return Err(BodyError::TooLarge { limit });
@@ -254,7 +279,10 @@ where
                     chunk.advance(n);
                 }
             }
-            Ok(None) => return Ok(body.freeze()),
+            Ok(None) => {
+                stream.finished = true;
+                return Ok(body.freeze());
+            }
             Err(e) => return Err(BodyError::Broken(e.to_string())),
         }
     }
