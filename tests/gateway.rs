@@ -1087,3 +1087,40 @@ async fn a_refusal_from_the_headers_reaches_an_http3_client_still_sending() {
         assert_eq!(answer.status, 401);
     }
 }
+
+/// A refused request with a small body gets its 401 whole, even from a
+/// strict client: curl reports a stream reset under a complete response
+/// as a failure (exit 92), which it did before the gateway read such a
+/// body before answering.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_small_request_reaches_curl_whole() {
+    let stack = Stack::start().await;
+    for http in ["--http2", "--http1.1"] {
+        let out = tokio::process::Command::new("curl")
+            .args(["-sS", http, "--cacert"])
+            .arg(&stack.cert)
+            .args(["-u", "app:wrong", "-H", "Content-Type: application/json"])
+            .args([
+                "--data",
+                r#"{"query":"SELECT 1"}"#,
+                "-w",
+                "%{http_code}",
+                "-o",
+                "/dev/null",
+            ])
+            .arg(format!(
+                "https://localhost:{}/psdb.v1alpha1.Database/Execute",
+                stack.addr().port()
+            ))
+            .output()
+            .await
+            .expect("curl runs");
+        assert!(
+            out.status.success(),
+            "{http}: {:?} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "401", "{http}");
+    }
+}

@@ -25,6 +25,11 @@ use super::auth::Accounts;
 use super::rpc::{Rpc, encode_message};
 use super::stream::StreamSink;
 
+/// A refused request's body is read and dropped when it declares at most
+/// this many bytes, within this long (see `Service::dispatch`).
+const REFUSED_BODY_DRAIN_BYTES: usize = 64 << 10;
+const REFUSED_BODY_DRAIN_TIME: Duration = Duration::from_secs(1);
+
 /// Envelopes in flight between the statement and the transport.
 const STREAM_BUFFER: usize = 2;
 
@@ -176,7 +181,24 @@ impl Service {
         // an anonymous caller gets nothing but a 401 from us, and the body
         // it may still be sending is never buffered.
         let authorization = header_str(&request.headers, header::AUTHORIZATION.as_str());
-        let account = self.accounts.authenticate(authorization)?;
+        let account = match self.accounts.authenticate(authorization) {
+            Ok(account) => account,
+            Err(refused) => {
+                // A small body that says its size is read (and dropped)
+                // first, briefly: a request cut off under a complete
+                // response makes strict clients (curl) throw the response
+                // away. Anything larger is never read; nor is an HTTP/3
+                // body, whose declared size nothing below us enforces.
+                let declared = header_str(&request.headers, header::CONTENT_LENGTH.as_str())
+                    .and_then(|v| v.parse::<usize>().ok());
+                if request.version != crate::transport::HttpVersion::Http3
+                    && declared.is_some_and(|n| n <= REFUSED_BODY_DRAIN_BYTES)
+                {
+                    let _ = request.body.read(REFUSED_BODY_DRAIN_TIME).await;
+                }
+                return Err(refused);
+            }
+        };
         request.peer.release();
         let limit = self.rpc.limits.max_request_bytes;
         let body = request
