@@ -223,17 +223,17 @@ impl Rpc {
         sink: &mut S,
     ) -> Ran {
         let dialect = lease.state.dialect();
-        let charset = lease.state.charset_name().to_string();
-        let sql =
-            match bind::substitute(&request.query, &request.bind_variables, &dialect, &charset) {
-                Ok(sql) => sql,
-                Err(e) => {
-                    return Ran {
-                        outcome: None,
-                        error: Some(to_rpc_error(&e.to_mysql())),
-                    };
-                }
-            };
+        let charset = lease.state.charset_name();
+        let sql = match bind::substitute(&request.query, &request.bind_variables, &dialect, charset)
+        {
+            Ok(sql) => sql,
+            Err(e) => {
+                return Ran {
+                    outcome: None,
+                    error: Some(to_rpc_error(&e.to_mysql())),
+                };
+            }
+        };
         debug!(sql = %String::from_utf8_lossy(&sql), "execute");
         if statement::is_load_local(&sql) {
             // The backend would ask for a file the API cannot carry, and

@@ -135,24 +135,9 @@ impl ResultWriter {
             (State::Open { .. }, None) => {
                 write_held(out, self.caps, &Held::EndOfRows, status, warnings)
             }
-            (
-                State::Held(Held::Ok {
-                    affected_rows,
-                    insert_id,
-                    info,
-                }),
-                None,
-            ) => response::ok_tracked(
-                out,
-                self.caps,
-                affected_rows,
-                insert_id,
-                status,
-                warnings,
-                &info,
-                &self.session_state,
-            ),
-            (State::Held(held), None) => write_held(out, self.caps, &held, status, warnings),
+            (State::Held(held), None) => {
+                write_held_tracked(out, self.caps, &held, status, warnings, &self.session_state)
+            }
             (State::Empty, None) => response::ok_tracked(
                 out,
                 self.caps,
@@ -272,13 +257,25 @@ fn write_held(
     status: StatusFlags,
     warnings: u16,
 ) {
+    write_held_tracked(out, caps, held, status, warnings, &[]);
+}
+
+/// [`write_held`], with session-state changes for an OK (the final one).
+fn write_held_tracked(
+    out: &mut Packets,
+    caps: CapabilityFlags,
+    held: &Held,
+    status: StatusFlags,
+    warnings: u16,
+    state: &[u8],
+) {
     match held {
         Held::EndOfRows => response::end_of_rows(out, caps, status, warnings),
         Held::Ok {
             affected_rows,
             insert_id,
             info,
-        } => response::ok(
+        } => response::ok_tracked(
             out,
             caps,
             *affected_rows,
@@ -286,6 +283,7 @@ fn write_held(
             status,
             warnings,
             info,
+            state,
         ),
     }
 }
