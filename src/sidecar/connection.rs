@@ -1,44 +1,33 @@
-//! One client connection's command phase: each MySQL command becomes a
-//! psdb request on the shared upstream connection, and each answer is
-//! written back as MySQL packets while it streams in.
+//! One client connection's command phase on its socket: reads each
+//! command, lets [`CommandPhase`] decide the answer, and makes the
+//! upstream calls it names on the shared upstream connection, writing
+//! rows back while they stream in. Cancellation (a hang-up, `KILL`, the
+//! drain) and the session's idle timeout live here; every protocol rule
+//! lives in the core.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use bytes::Bytes;
 use futures_util::FutureExt;
 use tracing::Instrument;
 
-use crate::api::pb;
-use crate::client::{CallError, ExecuteStream};
-use crate::mysql::command::{self, Command};
+use crate::client::{CallError, ExecuteStream, RawSession};
+use crate::mysql::auth::{Authenticated, Handshake};
 use crate::mysql::packet::{Packet, Packets};
-use crate::mysql::params::StatementParams;
-use crate::mysql::response::ColumnStyle;
 use crate::mysql::{CapabilityFlags, response};
-use crate::translate::cursor::Cursor;
+use crate::telemetry::TraceId;
 use crate::translate::errors::{MysqlError, from_rpc_message};
-use crate::translate::results::{ResultWriter, RowFormat};
-use crate::translate::sql_text::{Charset, Dialect};
 use crate::translate::statement;
 
-use crate::mysql::auth::{Authenticated, Handshake};
-use crate::telemetry::TraceId;
-
 use super::Shared;
+use super::command::{self, CommandPhase, Execute, FetchStep, Flow, Next, Step};
 use super::errors;
 use super::io::{Framed, IoError};
+use super::login;
 use super::registry::{KillOutcome, Registration};
-use super::session::{NewSession, Session};
-
-/// Whether the connection goes on after a command.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Next {
-    Continue,
-    Close,
-}
+use super::session::NewSession;
 
 /// How long a closing connection waits for the gateway to close its
 /// session.
@@ -51,59 +40,14 @@ const KNOWN_DATABASES_MAX: usize = 1024;
 /// Packets are written to the client once this much is buffered.
 const WRITE_CHUNK: usize = 64 * 1024;
 
-/// A prepared statement: the text, and what its parameters were bound to.
-struct Prepared {
-    /// The client's bytes, in its character set.
-    sql: Bytes,
-    params: StatementParams,
-    /// Columns of its result set (0: none), as the prepare reported them:
-    /// only a statement with a result set opens a cursor.
-    columns: usize,
-}
-
-/// An open server-side cursor: its rows, and the statement's stream while
-/// rows remain upstream.
-struct OpenCursor {
-    cursor: Cursor,
-    stream: Option<ExecuteStream>,
-    /// Set when the rest of the result could not be kept (see
-    /// [`CURSOR_BUFFER_LIMIT`]) or its stream failed: the next fetch gets
-    /// it.
-    failed: Option<MysqlError>,
-    /// The failure also ended the upstream session: the connection closes
-    /// after that fetch, as after any statement whose session is gone.
-    session_lost: bool,
-}
-
-/// Most bytes of row values an open cursor buffers when the session must
-/// run another statement before the cursor is read to its end (the
-/// gateway's session is busy while a result streams, so the rest of the
-/// result is read ahead). A larger remainder fails the cursor's next fetch
-/// with a clear error rather than growing without bound.
-const CURSOR_BUFFER_LIMIT: usize = 64 << 20;
-
 pub struct Connection {
-    pub io: Framed,
-    pub shared: Arc<Shared>,
-    pub registration: Registration,
-    pub handshake: Handshake,
-    pub caps: CapabilityFlags,
-    /// How column definitions describe JSON (server flavour, and whether
-    /// the client took MariaDB's extended metadata).
-    pub style: ColumnStyle,
-    pub session: Session,
-    /// The collation the client named at login: `COM_RESET_CONNECTION`
-    /// restores it, as MariaDB does.
-    charset: u16,
-    /// An error owed to the client's next command (its default database
-    /// could not be selected after the login), which then closes.
-    pending_error: Option<MysqlError>,
-    statements: HashMap<u32, Prepared>,
-    cursors: HashMap<u32, OpenCursor>,
-    next_statement: u32,
-    multi_statements: bool,
-    /// What each new upstream session is asked for.
-    new_session: NewSession,
+    io: Framed,
+    shared: Arc<Shared>,
+    registration: Registration,
+    handshake: Handshake,
+    /// Everything the connection remembers between commands, and every
+    /// answer's rules.
+    core: CommandPhase<ExecuteStream>,
     /// The login's database, taken as known without a request: forgotten
     /// if its first request finds it gone.
     unchecked_database: Option<String>,
@@ -117,30 +61,29 @@ impl Connection {
         handshake: Handshake,
         login: &Authenticated,
     ) -> Self {
-        let caps = login.capabilities;
         // Only a gateway that takes session requests (ours) is asked.
         let new_session = NewSession {
-            found_rows: shared
-                .upstream_targets
-                .load(Ordering::Relaxed)
-                .then(|| caps.contains(CapabilityFlags::CLIENT_FOUND_ROWS)),
+            found_rows: shared.upstream_targets.load(Ordering::Relaxed).then(|| {
+                login
+                    .capabilities
+                    .contains(CapabilityFlags::CLIENT_FOUND_ROWS)
+            }),
         };
+        let mariadb =
+            (shared.auth.read().expect("not poisoned").server_version).contains("MariaDB");
+        let core = CommandPhase::new(command::Login::new(
+            login,
+            mariadb,
+            shared.max_packet,
+            new_session,
+        ));
         Self {
             io,
             shared,
             registration,
             handshake,
-            multi_statements: caps.contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS),
-            caps,
-            style: login.column_style,
-            session: Session::new(new_session),
-            new_session,
+            core,
             unchecked_database: None,
-            charset: login.charset,
-            pending_error: None,
-            statements: HashMap::new(),
-            cursors: HashMap::new(),
-            next_statement: 1,
         }
     }
 
@@ -149,12 +92,13 @@ impl Connection {
     pub async fn run(mut self) {
         loop {
             let handle = self.registration.handle.clone();
-            if handle.is_draining() && !self.session.in_transaction {
+            let in_transaction = self.core.session().in_transaction;
+            if handle.is_draining() && !in_transaction {
                 break;
             }
             // Idle past the session's wait_timeout: the server would close
             // the connection (MariaDB without a word); so does the sidecar.
-            let idle = self.session.idle_timeout();
+            let idle = self.core.session().idle_timeout();
             let read = async {
                 match idle {
                     Some(limit) => tokio::time::timeout(limit, self.io.read()).await.ok(),
@@ -180,7 +124,7 @@ impl Connection {
                     }
                     break;
                 }
-                () = handle.drain.notified(), if !self.session.in_transaction => break,
+                () = handle.drain.notified(), if !in_transaction => break,
             };
             let packet = match packet {
                 Ok(p) => p,
@@ -193,41 +137,31 @@ impl Connection {
                 }
                 Err(_) => break,
             };
-            let mut out = Packets::reply_to(packet.seq);
-            let next = match self.pending_error.take() {
-                Some(e) => {
-                    response::err(&mut out, &e);
+            let seq = packet.seq;
+            let mut out = Packets::reply_to(seq);
+            // One trace id per command, sent with each of its requests
+            // and logged by the gateway.
+            let trace = TraceId::random();
+            let span = tracing::info_span!("command", trace_id = %trace);
+            let command = trace.scope(self.dispatch(packet, &mut out).instrument(span));
+            // No input may panic; if a bug does, the connection must still
+            // end the way every other end does: its session closed below,
+            // its transaction rolled back at once rather than holding locks
+            // until the gateway's idle timeout.
+            let next = match AssertUnwindSafe(command).catch_unwind().await {
+                Ok(next) => next,
+                Err(_) => {
+                    tracing::error!("a command panicked; closing the connection");
+                    out = Packets::reply_to(seq);
+                    response::err(&mut out, &errors::internal_failure());
                     Next::Close
-                }
-                None => {
-                    // One trace id per command, sent with each of its
-                    // requests and logged by the gateway.
-                    let trace = TraceId::random();
-                    let span = tracing::info_span!("command", trace_id = %trace);
-                    let seq = packet.seq;
-                    let command = trace.scope(self.dispatch(packet, &mut out).instrument(span));
-                    // No input may panic; if a bug does, the connection
-                    // must still end the way every other end does: its
-                    // session closed below, its transaction rolled back
-                    // at once rather than holding locks until the
-                    // gateway's idle timeout.
-                    match AssertUnwindSafe(command).catch_unwind().await {
-                        Ok(next) => next,
-                        Err(_) => {
-                            tracing::error!("a command panicked; closing the connection");
-                            out = Packets::reply_to(seq);
-                            response::err(&mut out, &errors::internal_failure());
-                            Next::Close
-                        }
-                    }
                 }
             };
             if self.io.write(&mut out).await.is_err() || self.io.flush().await.is_err() {
                 break;
             }
-            if self.session.target_refused()
-                && let Some(db) = self.unchecked_database.take()
-            {
+            let refused = self.core.session().target_refused();
+            if refused && let Some(db) = self.unchecked_database.take() {
                 // It was selected once, and is gone now.
                 self.shared
                     .known_databases
@@ -235,10 +169,7 @@ impl Connection {
                     .expect("not poisoned")
                     .remove(&db);
             }
-            if next == Next::Close
-                || self.session.target_refused()
-                || self.registration.handle.is_killed()
-            {
+            if next == Next::Close || refused || self.registration.handle.is_killed() {
                 break;
             }
         }
@@ -246,7 +177,7 @@ impl Connection {
         // an open transaction), awaited: a draining sidecar must not exit
         // before the gateway has heard it.
         drop(self.io);
-        if let Some(cookie) = self.session.reset() {
+        if let Some(cookie) = self.core.session_mut().reset() {
             let client = &self.shared.client;
             let close = async {
                 // A statement just cancelled may still hold the session at
@@ -262,10 +193,10 @@ impl Connection {
         }
     }
 
-    /// Ends the upstream session in the background (rolling back an open
+    /// Ends an upstream session in the background (rolling back an open
     /// transaction); the client is not kept waiting for it.
-    fn close_upstream(&mut self) {
-        if let Some(cookie) = self.session.reset() {
+    fn close_in_background(&self, cookie: Option<RawSession>) {
+        if let Some(cookie) = cookie {
             let client = self.shared.client.clone();
             tokio::spawn(async move {
                 let _ = client.close_session(&cookie).await;
@@ -273,57 +204,78 @@ impl Connection {
         }
     }
 
+    /// One command: the core answers it, or names the upstream call it
+    /// needs, made here.
     async fn dispatch(&mut self, packet: Packet, out: &mut Packets) -> Next {
-        let command = match command::parse(packet.payload) {
-            Ok(c) => c,
-            Err(e) => {
-                response::err(out, &e.to_mysql());
-                return Next::Close;
+        let step = self.core.command(packet, out);
+        if step.uses_session() {
+            self.read_cursors_ahead().await;
+        }
+        match step {
+            Step::Answered(next) => next,
+            Step::Execute(statement) => self.execute(statement, out).await,
+            Step::KillOrExecute {
+                id,
+                query_only,
+                statement,
+            } => match self.kill_local(id, query_only, out) {
+                Some(next) => next,
+                // Not ours: a backend thread id (CONNECTION_ID()), which
+                // the backend itself handles.
+                None => self.execute(statement, out).await,
+            },
+            Step::Kill { id } => self
+                .kill_local(id, false, out)
+                .unwrap_or_else(|| self.core.no_such_thread(id, out)),
+            Step::Prepare(sql) => {
+                let cookie = self.core.session().cookie();
+                match self.shared.client.prepare(cookie, sql.clone()).await {
+                    Ok(reply) => self.core.prepared(sql, reply, out),
+                    Err(e) => self.core.call_failed(&e, false, out),
+                }
             }
-        };
-        self.before_command(&command).await;
-        match command {
-            Command::Quit => Next::Close,
-            Command::Ping => self.ok(out),
-            Command::Query(sql) => self.query(sql, out).await,
-            Command::InitDb(db) => {
-                let sql = quoted_statement(&self.dialect(), b"USE ", &db, b"");
-                self.run_statement(sql, HashMap::new(), RowFormat::Text, out)
+            Step::FieldList(sql) => {
+                let cookie = self.core.session().cookie();
+                match self
+                    .shared
+                    .client
+                    .execute(cookie, sql, HashMap::new())
                     .await
+                {
+                    Ok(reply) => self.core.field_list_answered(reply, out),
+                    Err(e) => self.core.call_failed(&e, false, out),
+                }
             }
-            Command::FieldList { table, .. } => self.field_list(&table, out).await,
-            Command::ResetConnection => {
-                // A fresh session, as the server's reset gives, but in the
-                // same default database and the login's collation: a
-                // reset keeps both (pools reset every connection they
-                // take back, and the app still expects its database).
-                let database = self.session.database();
-                self.close_upstream();
-                self.statements.clear();
-                self.cursors.clear();
+            Step::Reset {
+                close,
+                database,
+                collation,
+            } => {
+                self.close_in_background(close.map(|cookie| *cookie));
                 if let Some(db) = database {
                     self.start_in(&db).await;
                 }
-                self.set_collation(self.charset).await;
-                self.ok(out)
+                self.set_collation(collation).await;
+                self.core.ok(out)
             }
-            Command::ChangeUser(payload) => self.change_user(packet.seq, payload, out).await,
-            Command::SetOption(option) => {
-                match option {
-                    0 => self.multi_statements = true,
-                    1 => self.multi_statements = false,
-                    _ => {
-                        response::err(
-                            out,
-                            &errors::unknown_command("COM_SET_OPTION with this option"),
-                        );
-                        return Next::Continue;
-                    }
+            Step::ChangeUser { seq, payload } => {
+                let changed =
+                    login::change_user(&mut self.io, &mut self.handshake, seq, payload, out).await;
+                let Ok(login) = changed else {
+                    return Next::Close;
+                };
+                // KILL ownership follows the connection's new user.
+                self.registration.logged_in(&login.user);
+                let old = self.core.user_changed(&login);
+                self.close_in_background(old);
+                if let Some(db) = login.database {
+                    self.start_in(&db).await;
                 }
-                response::eof(out, self.caps, self.session.status(), 0);
+                self.set_collation(login.charset).await;
                 Next::Continue
             }
-            Command::Statistics => {
+            Step::Fetch { id, rows } => self.fetch(id, rows, out).await,
+            Step::Statistics => {
                 let text = format!(
                     "Threads: {}  Transport: {}",
                     self.shared.registry.len(),
@@ -335,182 +287,7 @@ impl Connection {
                 out.push_payload(text.as_bytes());
                 Next::Continue
             }
-            Command::ProcessKill(id) => self.kill(u64::from(id), false, out),
-            Command::StmtPrepare(sql) => self.prepare(sql, out).await,
-            Command::StmtExecute {
-                stmt_id,
-                params,
-                flags,
-                ..
-            } => {
-                let cursor = flags & command::CURSOR_TYPE_READ_ONLY != 0;
-                self.execute(stmt_id, params, cursor, out).await
-            }
-            Command::StmtSendLongData {
-                stmt_id,
-                param_id,
-                data,
-            } => {
-                // No response, by protocol; errors surface at execute.
-                let max = self.io.max_packet();
-                if let Some(stmt) = self.statements.get_mut(&stmt_id) {
-                    stmt.params.send_long_data(param_id, &data, max);
-                }
-                out.seq = packet.seq; // nothing is written
-                Next::Continue
-            }
-            Command::StmtClose(id) => {
-                self.statements.remove(&id);
-                self.cursors.remove(&id);
-                Next::Continue
-            }
-            Command::StmtReset(id) => match self.statements.get_mut(&id) {
-                Some(stmt) => {
-                    self.cursors.remove(&id);
-                    stmt.params.reset();
-                    self.ok(out)
-                }
-                None => {
-                    response::err(out, &errors::unknown_statement(id, "mysqld_stmt_reset"));
-                    Next::Continue
-                }
-            },
-            Command::StmtFetch { stmt_id, rows } => self.fetch(stmt_id, rows, out).await,
-            Command::Unsupported(unsupported) => {
-                response::err(out, &unsupported.to_mysql());
-                Next::Continue
-            }
         }
-    }
-
-    /// How the backend reads this connection's SQL text.
-    fn dialect(&self) -> Dialect {
-        self.session.dialect(Charset::from_collation(self.charset))
-    }
-
-    fn ok(&self, out: &mut Packets) -> Next {
-        response::ok(out, self.caps, 0, 0, self.session.status(), 0, "");
-        Next::Continue
-    }
-
-    async fn query(&mut self, sql: Bytes, out: &mut Packets) -> Next {
-        // A KILL naming none of ours names a backend thread id
-        // (CONNECTION_ID()), which the backend itself handles. (A KILL
-        // statement is ASCII; other text cannot be one.)
-        if let Some(kill) = std::str::from_utf8(&sql).ok().and_then(command::parse_kill)
-            && !kill.by_query_id
-            && let Some(next) = self.kill_local(kill.id, kill.query_only, out)
-        {
-            return next;
-        }
-        if !self.multi_statements
-            && let Some(second) = statement::second_statement(&sql, &self.dialect())
-        {
-            let auth = self.shared.auth.read().expect("not poisoned").clone();
-            let mariadb = auth.server_version.contains("MariaDB");
-            response::err(
-                out,
-                &errors::multi_statements_disabled(&sql, second, mariadb),
-            );
-            return Next::Continue;
-        }
-        self.run_statement(sql, HashMap::new(), RowFormat::Text, out)
-            .await
-    }
-
-    async fn prepare(&mut self, sql: Bytes, out: &mut Packets) -> Next {
-        let reply = match self
-            .shared
-            .client
-            .prepare(self.session.cookie(), sql.clone())
-            .await
-        {
-            Ok(reply) => reply,
-            Err(e) => return self.call_failed(e, false, out),
-        };
-        if let Some(cookie) = reply.session {
-            self.session.update(cookie);
-        }
-        let prepared = reply.message;
-        if let Some(error) = prepared.error {
-            response::err(out, &from_rpc_message(&error.message));
-            return Next::Continue;
-        }
-        let Ok(params) = u16::try_from(prepared.params_count) else {
-            response::err(out, &errors::too_many_placeholders());
-            return Next::Continue;
-        };
-        let id = self.next_statement;
-        self.next_statement = self.next_statement.wrapping_add(1).max(1);
-        response::prepare_ok(
-            out,
-            self.caps,
-            self.style,
-            id,
-            params,
-            &prepared.fields,
-            0,
-            self.session.status(),
-        );
-        self.statements.insert(
-            id,
-            Prepared {
-                sql,
-                params: StatementParams::new(params),
-                columns: prepared.fields.len(),
-            },
-        );
-        Next::Continue
-    }
-
-    async fn execute(
-        &mut self,
-        id: u32,
-        params: bytes::Bytes,
-        cursor: bool,
-        out: &mut Packets,
-    ) -> Next {
-        let Some(stmt) = self.statements.get_mut(&id) else {
-            response::err(out, &errors::unknown_statement(id, "mysqld_stmt_execute"));
-            return Next::Continue;
-        };
-        let binds = match stmt.params.bind(&params) {
-            Ok(b) => b,
-            Err(e) => {
-                response::err(out, &e);
-                return Next::Continue;
-            }
-        };
-        let sql = stmt.sql.clone();
-        // As in MySQL, the cursor flag on a statement without a result set
-        // (or a CALL, whose prepare reports no columns) is ignored.
-        let cursor = (cursor && stmt.columns > 0).then_some(id);
-        self.run_with_cursor(sql, binds, RowFormat::Binary, cursor, out)
-            .await
-    }
-
-    async fn field_list(&mut self, table: &[u8], out: &mut Packets) -> Next {
-        let sql = quoted_statement(&self.dialect(), b"SELECT * FROM ", table, b" LIMIT 0");
-        let reply = match self
-            .shared
-            .client
-            .execute(self.session.cookie(), sql, HashMap::new())
-            .await
-        {
-            Ok(r) => r,
-            Err(e) => return self.call_failed(e, false, out),
-        };
-        if let Some(cookie) = reply.session {
-            self.session.update(cookie);
-        }
-        match (reply.message.error, reply.message.result) {
-            (Some(e), _) => response::err(out, &from_rpc_message(&e.message)),
-            (None, result) => {
-                let fields = result.map(|r| r.fields).unwrap_or_default();
-                response::field_list(out, self.caps, self.style, &fields, self.session.status());
-            }
-        }
-        Next::Continue
     }
 
     /// Makes `db`, which the client named at login, the default database,
@@ -522,9 +299,9 @@ impl Connection {
         if !self.shared.upstream_targets.load(Ordering::Relaxed) {
             // A psdb server that takes no target: `USE`, now.
             self.use_database(db).await;
-            return self.pending_error.take().map_or(Ok(()), Err);
+            return self.core.take_owed_error().map_or(Ok(()), Err);
         }
-        self.session = Session::in_database(db, self.new_session);
+        self.core.start_in(db);
         let known = (self.shared.known_databases.lock())
             .expect("not poisoned")
             .contains(db);
@@ -532,19 +309,18 @@ impl Connection {
             self.unchecked_database = Some(db.to_string());
             return Ok(());
         }
-        let reply = self
+        let mut reply = self
             .shared
             .client
-            .execute(self.session.cookie(), "DO 0", HashMap::new())
+            .execute(self.core.session().cookie(), "DO 0", HashMap::new())
             .await
             .map_err(|e| errors::from_call(&e, false))?;
-        if let Some(cookie) = reply.session {
-            self.session.update(cookie);
-        }
-        if self.session.target_refused() {
+        self.core.update_session(&mut reply);
+        if self.core.session().target_refused() {
             // The gateway made a session anyway: it must not wait for its
             // idle timeout.
-            self.close_upstream();
+            let cookie = self.core.session_mut().reset();
+            self.close_in_background(cookie);
             return Err(reply.message.error.map_or_else(
                 || errors::unknown_database(db),
                 |e| from_rpc_message(&e.message),
@@ -564,7 +340,7 @@ impl Connection {
         ok: Packets,
         database: Result<(), MysqlError>,
     ) -> Option<()> {
-        super::login::finish(&mut self.io, ok, database).await
+        login::finish(&mut self.io, ok, database).await
     }
 
     /// Makes `db`, which the client named at login, the default database.
@@ -573,9 +349,9 @@ impl Connection {
     /// otherwise a `USE` goes first. Either way a failure (unknown
     /// database) is the answer to the client's first command, and ends
     /// the connection.
-    pub async fn start_in(&mut self, db: &str) {
+    async fn start_in(&mut self, db: &str) {
         if self.shared.upstream_targets.load(Ordering::Relaxed) {
-            self.session = Session::in_database(db, self.new_session);
+            self.core.start_in(db);
         } else {
             self.use_database(db).await;
         }
@@ -586,18 +362,16 @@ impl Connection {
         let reply = self
             .shared
             .client
-            .execute(self.session.cookie(), sql, HashMap::new())
+            .execute(self.core.session().cookie(), sql, HashMap::new())
             .await;
         match reply {
-            Ok(reply) => {
-                if let Some(cookie) = reply.session {
-                    self.session.update(cookie);
-                }
+            Ok(mut reply) => {
+                self.core.update_session(&mut reply);
                 if let Some(e) = reply.message.error {
-                    self.pending_error = Some(from_rpc_message(&e.message));
+                    self.core.owe_error(from_rpc_message(&e.message));
                 }
             }
-            Err(e) => self.pending_error = Some(errors::from_call(&e, false)),
+            Err(e) => self.core.owe_error(errors::from_call(&e, false)),
         }
     }
 
@@ -615,104 +389,59 @@ impl Connection {
         let Some(sql) = statement::set_names(id) else {
             return;
         };
-        let Ok(reply) = self
+        let Ok(mut reply) = self
             .shared
             .client
-            .execute(self.session.cookie(), sql, HashMap::new())
+            .execute(self.core.session().cookie(), sql, HashMap::new())
             .await
         else {
             return;
         };
-        if let Some(cookie) = reply.session {
-            self.session.update(cookie);
-        }
+        self.core.update_session(&mut reply);
         // This request carried the login database (see `start_in`): if the
         // gateway could not select it, the client's first command gets that
         // error and the connection ends, as without a collation request.
-        if self.session.target_refused()
+        if self.core.session().target_refused()
             && let Some(e) = reply.message.error
         {
-            self.pending_error = Some(from_rpc_message(&e.message));
+            self.core.owe_error(from_rpc_message(&e.message));
         }
-    }
-
-    async fn change_user(&mut self, seq: u8, payload: bytes::Bytes, out: &mut Packets) -> Next {
-        match super::login::change_user(self, seq, payload, out).await {
-            Ok(login) => {
-                self.close_upstream();
-                self.statements.clear();
-                self.charset = login.charset;
-                if let Some(db) = login.database {
-                    self.start_in(&db).await;
-                }
-                self.set_collation(login.charset).await;
-                Next::Continue
-            }
-            Err(()) => Next::Close,
-        }
-    }
-
-    fn kill(&self, id: u64, query_only: bool, out: &mut Packets) -> Next {
-        self.kill_local(id, query_only, out).unwrap_or_else(|| {
-            response::err(out, &errors::unknown_thread(id));
-            Next::Continue
-        })
     }
 
     /// A KILL of one of the sidecar's connections, if `id` is one: only
     /// this connection's user's own (ERR 1095 otherwise, as MariaDB).
     fn kill_local(&self, id: u64, query_only: bool, out: &mut Packets) -> Option<Next> {
         match self.registration.kill(id, query_only) {
-            KillOutcome::Killed => Some(self.ok(out)),
-            KillOutcome::NotOwner => {
-                response::err(out, &errors::not_owner(id));
-                Some(Next::Continue)
-            }
+            KillOutcome::Killed => Some(self.core.ok(out)),
+            KillOutcome::NotOwner => Some(self.core.not_owner(id, out)),
             KillOutcome::NoSuchConnection => None,
         }
     }
 
     /// Runs one statement (or multi-statement) as a `StreamExecute`,
-    /// writing rows to the client as they arrive. A client that hangs up,
+    /// writing rows to the client as they arrive (or, with a cursor,
+    /// keeping the stream for `COM_STMT_FETCH`). A client that hangs up,
     /// or a `KILL QUERY` from another connection, cancels it upstream
     /// (dropping the stream resets it, and the gateway kills the
     /// statement at the backend).
-    async fn run_statement(
-        &mut self,
-        sql: Bytes,
-        binds: HashMap<String, pb::BindVariable>,
-        format: RowFormat,
-        out: &mut Packets,
-    ) -> Next {
-        self.run_with_cursor(sql, binds, format, None, out).await
-    }
-
-    /// [`run_statement`](Self::run_statement), or with `cursor` (a
-    /// statement id) the opening of a cursor: when the first result set
-    /// starts, its columns are answered and the stream is kept for
-    /// `COM_STMT_FETCH`.
-    async fn run_with_cursor(
-        &mut self,
-        sql: Bytes,
-        binds: HashMap<String, pb::BindVariable>,
-        format: RowFormat,
-        cursor: Option<u32>,
-        out: &mut Packets,
-    ) -> Next {
-        let was_in_transaction = self.session.in_transaction;
-        let mut writer =
-            ResultWriter::new(self.caps, format, self.session.status()).with_style(self.style);
+    async fn execute(&mut self, statement: Execute, out: &mut Packets) -> Next {
+        let Execute {
+            sql,
+            binds,
+            format,
+            cursor,
+        } = statement;
+        let mut exec = self.core.begin_execution(format, cursor);
         let stream = self
             .shared
             .client
-            .stream_execute(self.session.cookie(), sql, binds)
+            .stream_execute(self.core.session().cookie(), sql, binds)
             .await;
-        let mut stream: ExecuteStream = match stream {
+        let mut stream = match stream {
             Ok(s) => s,
-            Err(e) => return self.call_failed(e, was_in_transaction, out),
+            Err(e) => return self.core.call_failed(&e, exec.was_in_transaction(), out),
         };
         let handle = self.registration.handle.clone();
-        let mut error: Option<MysqlError> = None;
         loop {
             // Biased: a connection killed (or cut by the drain) while
             // its statement is also cancelled answers as killed, the
@@ -724,14 +453,13 @@ impl Connection {
                         // Dropping the stream kills the statement; the
                         // session is closed (rolled back) after the loop.
                         drop(stream);
-                        let error = errors::shutdown_in_progress();
-                        writer.finish(Some(&error), self.session.status(), 0, out);
+                        self.core.execution_stopped(exec, &errors::shutdown_in_progress(), out);
                     }
                     return Next::Close;
                 }
                 () = handle.cancel_query.notified() => {
                     drop(stream);
-                    writer.finish(Some(&errors::interrupted()), self.session.status(), 0, out);
+                    self.core.execution_stopped(exec, &errors::interrupted(), out);
                     return Next::Continue;
                 }
                 _ = self.io.hangup() => {
@@ -741,164 +469,29 @@ impl Connection {
                 m = stream.next() => m,
             };
             match next {
-                Ok(Some(reply)) => {
-                    if let Some(cookie) = reply.session {
-                        self.session.update(cookie);
-                    }
-                    let message = reply.message;
-                    if let Some(e) = message.error {
-                        error = Some(from_rpc_message(&e.message));
-                    }
-                    if let Some(id) = cursor
-                        && error.is_none()
-                        && writer.is_empty()
-                        && let Some(result) = &message.result
-                        && !result.fields.is_empty()
-                    {
-                        let mut open = OpenCursor {
-                            cursor: Cursor::open(
-                                self.caps,
-                                self.style,
-                                result.fields.clone(),
-                                self.session.status(),
-                                out,
-                            ),
-                            stream: Some(stream),
-                            failed: None,
-                            session_lost: false,
-                        };
-                        let rows = pb::QueryResult {
-                            rows: result.rows.clone(),
-                            ..Default::default()
-                        };
-                        if !rows.rows.is_empty() {
-                            open.failed = open.cursor.push(&rows).err();
-                        }
-                        self.cursors.insert(id, open);
-                        return Next::Continue;
-                    }
-                    if let Some(result) = &message.result
-                        && error.is_none()
-                        && let Err(e) = writer.message(result, out)
-                    {
-                        error = Some(e);
-                        break;
-                    }
-                    if out.buf.len() >= WRITE_CHUNK && self.io.write(out).await.is_err() {
-                        return Next::Close;
-                    }
-                }
+                Ok(Some(reply)) => match self.core.on_reply(&mut exec, reply, out) {
+                    Flow::More => {}
+                    Flow::Stop => break,
+                    Flow::Cursor(new) => return self.core.open_cursor(new, stream),
+                },
                 Ok(None) => break,
-                Err(e) => {
-                    // Rows may already be out: the ERR ends them, and the
-                    // connection closes if the statement may have run or
-                    // the session is gone (a session the gateway refuses
-                    // arrives here, in the stream's end: streaming calls
-                    // answer 200 first).
-                    writer.finish(
-                        Some(&errors::from_call(&e, was_in_transaction)),
-                        self.session.status(),
-                        0,
-                        out,
-                    );
-                    return if errors::call_ends_session(&e) {
-                        Next::Close
-                    } else {
-                        Next::Continue
-                    };
-                }
+                Err(e) => return self.core.execution_failed(exec, &e, out),
+            }
+            if out.buf.len() >= WRITE_CHUNK && self.io.write(out).await.is_err() {
+                return Next::Close;
             }
         }
-        let lost = error.as_ref().is_some_and(errors::is_session_lost);
-        writer.session_state(self.session.take_state_changes());
-        writer.finish(
-            error.as_ref(),
-            self.session.status(),
-            self.session.warnings,
-            out,
-        );
-        if lost {
-            // The gateway rolled the transaction back: this connection's
-            // state is gone, as if the server had restarted.
-            self.session.reset();
-            return Next::Close;
-        }
-        Next::Continue
+        self.core.finish_execution(exec, out)
     }
 
     /// Open cursors hold the session's stream: before a command that
     /// needs the session, they read the rest of their results ahead
-    /// (bounded, see [`CURSOR_BUFFER_LIMIT`]). A new execute of a
-    /// statement closes its own cursor, as in MySQL.
-    async fn before_command(&mut self, command: &Command) {
-        if self.cursors.is_empty() {
-            return;
-        }
-        match command {
-            Command::StmtFetch { .. }
-            | Command::StmtClose(_)
-            | Command::StmtReset(_)
-            | Command::StmtSendLongData { .. }
-            | Command::Ping
-            | Command::Quit
-            | Command::Statistics
-            | Command::ProcessKill(_)
-            | Command::SetOption(_) => return,
-            Command::ResetConnection | Command::ChangeUser(_) => {
-                self.cursors.clear();
-                return;
-            }
-            Command::StmtExecute { stmt_id, .. } => {
-                self.cursors.remove(stmt_id);
-            }
-            _ => {}
-        }
-        let ids: Vec<u32> = self.cursors.keys().copied().collect();
-        for id in ids {
-            let Some(mut open) = self.cursors.remove(&id) else {
-                continue;
-            };
-            while open.stream.is_some() && open.failed.is_none() {
-                if open.cursor.buffered() > CURSOR_BUFFER_LIMIT {
-                    // Dropping the stream cancels the statement upstream.
-                    open.stream = None;
-                    open.failed = Some(errors::cursor_too_large(CURSOR_BUFFER_LIMIT));
-                    break;
-                }
-                Self::pull(&mut open, &mut self.session).await;
-            }
-            self.cursors.insert(id, open);
-        }
-    }
-
-    /// Reads the next message of a cursor's stream into it.
-    async fn pull(open: &mut OpenCursor, session: &mut Session) {
-        let Some(stream) = open.stream.as_mut() else {
-            return;
-        };
-        match stream.next().await {
-            Ok(Some(reply)) => {
-                if let Some(cookie) = reply.session {
-                    session.update(cookie);
-                }
-                if let Some(e) = reply.message.error {
-                    open.failed = Some(from_rpc_message(&e.message));
-                    open.stream = None;
-                } else if let Some(result) = &reply.message.result
-                    && let Err(e) = open.cursor.push(result)
-                {
-                    open.failed = Some(e);
-                    open.stream = None;
-                }
-            }
-            Ok(None) => {
-                open.cursor.upstream_done();
-                open.stream = None;
-            }
-            Err(e) => {
-                open.failed = Some(errors::from_call(&e, session.in_transaction));
-                open.session_lost = errors::call_ends_session(&e);
-                open.stream = None;
+    /// (bounded: see `command::cursors::CURSOR_BUFFER_LIMIT`).
+    async fn read_cursors_ahead(&mut self) {
+        for id in self.core.cursors_reading() {
+            while let Some(mut stream) = self.core.read_ahead_stream(id) {
+                let next = stream.next().await;
+                self.core.read_ahead_pulled(id, stream, next);
             }
         }
     }
@@ -906,108 +499,30 @@ impl Connection {
     /// `COM_STMT_FETCH`: up to `rows` rows of the statement's cursor,
     /// read from upstream as needed.
     async fn fetch(&mut self, id: u32, rows: u32, out: &mut Packets) -> Next {
-        let Some(mut open) = self.cursors.remove(&id) else {
-            response::err(out, &errors::no_cursor());
-            return Next::Continue;
+        let mut fetch = match self.core.begin_fetch(id, rows, out) {
+            Ok(fetch) => fetch,
+            Err(next) => return next,
         };
-        let mut remaining = rows;
+        let handle = self.registration.handle.clone();
         loop {
-            if let Err(e) = open.cursor.write_rows(&mut remaining, out) {
-                response::err(out, &e);
-                return Next::Continue;
+            match self.core.fetch_rows(&mut fetch, out) {
+                FetchStep::Pull => {}
+                FetchStep::End => break,
+                FetchStep::Answered(next) => return next,
             }
-            if let Some(e) = open.failed.take() {
-                // Rows already written are followed by the ERR, which ends
-                // the cursor (MySQL's shape for a fetch that fails).
-                response::err(out, &e);
-                return if open.session_lost {
-                    Next::Close
-                } else {
-                    Next::Continue
-                };
-            }
-            // Keep reading after a satisfied fetch only to see the end of
-            // a set that is complete (the end of its stream follows).
-            if open.stream.is_none() || (remaining == 0 && !open.cursor.is_complete()) {
+            let Some(stream) = fetch.stream() else {
                 break;
-            }
-            let handle = self.registration.handle.clone();
-            tokio::select! {
-                () = Self::pull(&mut open, &mut self.session) => {}
+            };
+            let next = tokio::select! {
+                m = stream.next() => m,
                 () = handle.kill.notified() => return Next::Close,
                 _ = self.io.hangup() => return Next::Close,
-            }
+            };
+            self.core.fetch_pulled(&mut fetch, next);
             if out.buf.len() >= WRITE_CHUNK && self.io.write(out).await.is_err() {
                 return Next::Close;
             }
         }
-        let exhausted = open.cursor.end_fetch(
-            self.caps,
-            remaining,
-            self.session.status(),
-            self.session.warnings,
-            out,
-        );
-        if !exhausted {
-            self.cursors.insert(id, open);
-        }
-        Next::Continue
-    }
-
-    /// A request that failed as a whole: an ERR, and the connection closes
-    /// when the statement may have run or the session is gone.
-    fn call_failed(&mut self, e: CallError, in_transaction: bool, out: &mut Packets) -> Next {
-        response::err(out, &errors::from_call(&e, in_transaction));
-        if errors::call_ends_session(&e) {
-            Next::Close
-        } else {
-            Next::Continue
-        }
-    }
-}
-
-/// `prefix`, `name` as a backtick-quoted identifier, then `suffix`: the
-/// statement a command that names a database or table stands for. The
-/// name's bytes are the client's, in its character set, unaltered but for
-/// doubled backticks — counted by character, since in gbk or sjis a
-/// character may end in the byte of a backtick.
-fn quoted_statement(dialect: &Dialect, prefix: &[u8], name: &[u8], suffix: &[u8]) -> Bytes {
-    let mut sql = Vec::with_capacity(prefix.len() + name.len() + suffix.len() + 4);
-    sql.extend_from_slice(prefix);
-    sql.push(b'`');
-    let mut i = 0;
-    while i < name.len() {
-        let next = dialect.next(name, i);
-        if name[i..next] == *b"`" {
-            sql.push(b'`');
-        }
-        sql.extend_from_slice(&name[i..next]);
-        i = next;
-    }
-    sql.push(b'`');
-    sql.extend_from_slice(suffix);
-    Bytes::from(sql)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quoted_names_double_backticks_by_character() {
-        let utf8 = Dialect::default();
-        assert_eq!(
-            &quoted_statement(&utf8, b"USE ", b"a`b", b"")[..],
-            b"USE `a``b`"
-        );
-        // 0x8160 is one gbk character: its 0x60 is no backtick.
-        let gbk = Dialect {
-            charset: Charset::Gbk,
-            ..Dialect::default()
-        };
-        assert_eq!(
-            &quoted_statement(&gbk, b"USE ", b"\x81\x60`", b"")[..],
-            b"USE `\x81\x60```"
-        );
+        self.core.end_fetch(fetch, out)
     }
 }

@@ -8,7 +8,6 @@ use crate::mysql::auth::{Authenticated, Handshake, Progress};
 use crate::mysql::packet::{PacketError, Packets};
 use crate::mysql::response;
 
-use super::connection::Connection;
 use super::errors;
 use super::io::{Framed, IoError};
 
@@ -32,26 +31,22 @@ pub async fn login(
 /// `COM_CHANGE_USER`: the same exchange, started by the command. Returns
 /// the new user; on failure the connection must close.
 pub async fn change_user(
-    conn: &mut Connection,
+    io: &mut Framed,
+    handshake: &mut Handshake,
     seq: u8,
     payload: Bytes,
     out: &mut Packets,
 ) -> Result<Authenticated, ()> {
-    let auth = match conn.handshake.change_user(seq, &payload, out) {
-        Ok(Progress::Done(auth)) => auth,
+    match handshake.change_user(seq, &payload, out) {
+        Ok(Progress::Done(auth)) => Ok(auth),
         Ok(Progress::Continue) => {
-            send(&mut conn.io, out).await.ok_or(())?;
-            let (auth, mut ok) = exchange(&mut conn.io, &mut conn.handshake, None)
-                .await
-                .ok_or(())?;
-            send(&mut conn.io, &mut ok).await.ok_or(())?;
-            auth
+            send(io, out).await.ok_or(())?;
+            let (auth, mut ok) = exchange(io, handshake, None).await.ok_or(())?;
+            send(io, &mut ok).await.ok_or(())?;
+            Ok(auth)
         }
-        Ok(Progress::StartTls) | Err(_) => return Err(()),
-    };
-    // KILL ownership follows the connection's new user.
-    conn.registration.logged_in(&auth.user);
-    Ok(auth)
+        Ok(Progress::StartTls) | Err(_) => Err(()),
+    }
 }
 
 async fn exchange(

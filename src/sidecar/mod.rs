@@ -3,11 +3,15 @@
 //! connection to a gateway (HTTP/2 while UDP does not get through).
 //!
 //! - [`login`]: the handshake, completed locally (no upstream round trip);
-//! - [`connection`]: the command loop, MySQL commands → psdb requests;
+//! - [`command`]: the command phase as a state machine without I/O: every
+//!   answer's rules, MySQL commands → psdb requests;
+//! - [`connection`]: that phase on a socket: reads commands, makes the
+//!   upstream calls the core names, cancels on hang-up and `KILL`;
 //! - [`session`]: the psdb session each client connection owns;
 //! - [`registry`]: live connections by id, for `KILL`;
 //! - [`errors`]: every error the sidecar itself tells a client.
 
+mod command;
 pub mod config;
 pub mod connection;
 pub mod drain;

@@ -1,0 +1,531 @@
+//! The command phase as a state machine without I/O.
+//!
+//! [`CommandPhase`] holds everything a client connection remembers between
+//! commands — the upstream session, prepared statements, open cursors, an
+//! error owed to the next command, the client's options — and decides
+//! every answer. It never awaits: a command either is answered at once
+//! ([`Step::Answered`]) or names the upstream call it needs ([`Step`]'s
+//! other variants); the socket loop (`super::connection`) makes that call
+//! and hands each reply back to a method here, which writes the MySQL
+//! packets. So each rule of the protocol is a unit test below, with no
+//! socket, gateway or clock.
+//!
+//! Open cursors hold their statement's stream (`S`, opaque here): the
+//! session is busy until it is read to its end, so before any step that
+//! needs the session ([`Step::uses_session`]) the loop reads the cursors
+//! ahead ([`CommandPhase::read_ahead_stream`]).
+
+mod cursors;
+mod execution;
+mod statements;
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+
+use crate::api::pb;
+use crate::client::{CallError, RawSession, Reply};
+use crate::mysql::CapabilityFlags;
+use crate::mysql::auth::Authenticated;
+use crate::mysql::command::{self, Command};
+use crate::mysql::packet::{Packet, Packets};
+use crate::mysql::params::StatementParams;
+use crate::mysql::response::{self, ColumnStyle};
+use crate::translate::errors::{MysqlError, from_rpc_message};
+use crate::translate::results::RowFormat;
+use crate::translate::sql_text::{Charset, Dialect};
+use crate::translate::statement;
+
+use super::errors;
+use super::session::{NewSession, Session};
+
+pub use cursors::FetchStep;
+pub use execution::Flow;
+use statements::{Prepared, Statements};
+
+/// Whether the connection goes on after a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    Continue,
+    Close,
+}
+
+/// A statement to run upstream as a `StreamExecute`, its answer written
+/// while it streams ([`CommandPhase::begin_execution`]).
+#[derive(Debug)]
+pub struct Execute {
+    /// The client's bytes, in its character set.
+    pub sql: Bytes,
+    pub binds: HashMap<String, pb::BindVariable>,
+    pub format: RowFormat,
+    /// With a statement id: open a cursor on its first result set.
+    pub cursor: Option<u32>,
+}
+
+/// What a command needs done before its answer is complete.
+#[derive(Debug)]
+pub enum Step {
+    /// The answer is written.
+    Answered(Next),
+    Execute(Execute),
+    /// `KILL [QUERY|CONNECTION] id`: of one of the sidecar's connections,
+    /// if `id` is one ([`CommandPhase::killed`]); otherwise `id` is a
+    /// backend thread id and the statement runs upstream.
+    KillOrExecute {
+        id: u64,
+        query_only: bool,
+        statement: Execute,
+    },
+    /// `COM_PROCESS_KILL`: of one of the sidecar's connections, or ERR.
+    Kill {
+        id: u64,
+    },
+    /// `COM_STMT_PREPARE`: answer with [`CommandPhase::prepared`].
+    Prepare(Bytes),
+    /// `COM_FIELD_LIST` as this statement: answer with
+    /// [`CommandPhase::field_list_answered`].
+    FieldList(Bytes),
+    /// `COM_RESET_CONNECTION`, after [`CommandPhase::reset`]: the
+    /// upstream session to close, then a new one in the same database and
+    /// collation; answer with [`CommandPhase::ok`].
+    Reset {
+        close: Option<Box<RawSession>>,
+        database: Option<String>,
+        collation: u16,
+    },
+    /// `COM_CHANGE_USER`: the authentication exchange on the socket, then
+    /// [`CommandPhase::user_changed`].
+    ChangeUser {
+        seq: u8,
+        payload: Bytes,
+    },
+    /// `COM_STMT_FETCH`: rows of an open cursor, read from upstream as
+    /// needed ([`CommandPhase::begin_fetch`]).
+    Fetch {
+        id: u32,
+        rows: u32,
+    },
+    /// `COM_STATISTICS`: a line about the sidecar itself.
+    Statistics,
+}
+
+impl Step {
+    /// Whether the step makes a request on the upstream session, which
+    /// open cursors' streams hold until read to their end. Every step says
+    /// so explicitly: a new one must decide.
+    pub fn uses_session(&self) -> bool {
+        match self {
+            Step::Execute(_)
+            | Step::KillOrExecute { .. }
+            | Step::Prepare(_)
+            | Step::FieldList(_) => true,
+            // A reset and a change of user close every cursor first, and
+            // then start a new session; a fetch reads its own stream.
+            Step::Reset { .. }
+            | Step::ChangeUser { .. }
+            | Step::Fetch { .. }
+            | Step::Answered(_)
+            | Step::Kill { .. }
+            | Step::Statistics => false,
+        }
+    }
+}
+
+/// One client connection's state between commands (see the module
+/// documentation). `S` is an open cursor's upstream stream.
+pub struct CommandPhase<S> {
+    caps: CapabilityFlags,
+    /// How column definitions describe JSON (server flavour, and whether
+    /// the client took MariaDB's extended metadata).
+    style: ColumnStyle,
+    /// The collation the client named at login (or at its last
+    /// `COM_CHANGE_USER`): `COM_RESET_CONNECTION` restores it, as MariaDB
+    /// does.
+    collation: u16,
+    /// The server the sidecar stands for is MariaDB (its error texts).
+    mariadb: bool,
+    /// Most bytes a packet may have (long data is bounded by it).
+    max_packet: usize,
+    session: Session,
+    /// An error owed to the client's next command (its default database
+    /// could not be selected after the login), which then closes.
+    pending_error: Option<MysqlError>,
+    statements: Statements,
+    cursors: cursors::Cursors<S>,
+    multi_statements: bool,
+    /// What each new upstream session is asked for.
+    new_session: NewSession,
+}
+
+/// What a connection starts with, from its login.
+pub struct Login {
+    pub caps: CapabilityFlags,
+    pub style: ColumnStyle,
+    pub collation: u16,
+    pub mariadb: bool,
+    pub max_packet: usize,
+    pub new_session: NewSession,
+}
+
+impl Login {
+    pub fn new(
+        login: &Authenticated,
+        mariadb: bool,
+        max_packet: usize,
+        new_session: NewSession,
+    ) -> Self {
+        Self {
+            caps: login.capabilities,
+            style: login.column_style,
+            collation: login.charset,
+            mariadb,
+            max_packet,
+            new_session,
+        }
+    }
+}
+
+impl<S> CommandPhase<S> {
+    pub fn new(login: Login) -> Self {
+        Self {
+            caps: login.caps,
+            style: login.style,
+            collation: login.collation,
+            mariadb: login.mariadb,
+            max_packet: login.max_packet,
+            multi_statements: login
+                .caps
+                .contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS),
+            session: Session::new(login.new_session),
+            new_session: login.new_session,
+            pending_error: None,
+            statements: Statements::default(),
+            cursors: cursors::Cursors::default(),
+        }
+    }
+
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    pub fn session_mut(&mut self) -> &mut Session {
+        &mut self.session
+    }
+
+    /// Starts over in `database` (the login's): the first request asks
+    /// the gateway to select it.
+    pub fn start_in(&mut self, database: &str) {
+        self.session = Session::in_database(database, self.new_session);
+    }
+
+    /// The client's next command gets `error`, and the connection closes.
+    pub fn owe_error(&mut self, error: MysqlError) {
+        self.pending_error = Some(error);
+    }
+
+    pub fn take_owed_error(&mut self) -> Option<MysqlError> {
+        self.pending_error.take()
+    }
+
+    /// Takes in a reply's session cookie.
+    pub fn update_session<M>(&mut self, reply: &mut Reply<M>) {
+        if let Some(cookie) = reply.session.take() {
+            self.session.update(cookie);
+        }
+    }
+
+    /// How the backend reads this connection's SQL text.
+    pub fn dialect(&self) -> Dialect {
+        self.session
+            .dialect(Charset::from_collation(self.collation))
+    }
+
+    pub fn ok(&self, out: &mut Packets) -> Next {
+        response::ok(out, self.caps, 0, 0, self.session.status(), 0, "");
+        Next::Continue
+    }
+
+    /// The answer to one command packet, or the upstream call it needs.
+    pub fn command(&mut self, packet: Packet, out: &mut Packets) -> Step {
+        if let Some(e) = self.pending_error.take() {
+            response::err(out, &e);
+            return Step::Answered(Next::Close);
+        }
+        let command = match command::parse(packet.payload) {
+            Ok(c) => c,
+            Err(e) => {
+                response::err(out, &e.to_mysql());
+                return Step::Answered(Next::Close);
+            }
+        };
+        match command {
+            Command::Quit => Step::Answered(Next::Close),
+            Command::Ping => Step::Answered(self.ok(out)),
+            Command::Query(sql) => self.query(sql, out),
+            Command::InitDb(db) => Step::Execute(Execute {
+                sql: quoted_statement(&self.dialect(), b"USE ", &db, b""),
+                binds: HashMap::new(),
+                format: RowFormat::Text,
+                cursor: None,
+            }),
+            Command::FieldList { table, .. } => Step::FieldList(quoted_statement(
+                &self.dialect(),
+                b"SELECT * FROM ",
+                &table,
+                b" LIMIT 0",
+            )),
+            Command::ResetConnection => self.reset(),
+            Command::ChangeUser(payload) => {
+                self.cursors.clear();
+                Step::ChangeUser {
+                    seq: packet.seq,
+                    payload,
+                }
+            }
+            Command::SetOption(option) => {
+                match option {
+                    0 => self.multi_statements = true,
+                    1 => self.multi_statements = false,
+                    _ => {
+                        response::err(
+                            out,
+                            &errors::unknown_command("COM_SET_OPTION with this option"),
+                        );
+                        return Step::Answered(Next::Continue);
+                    }
+                }
+                response::eof(out, self.caps, self.session.status(), 0);
+                Step::Answered(Next::Continue)
+            }
+            Command::Statistics => Step::Statistics,
+            Command::ProcessKill(id) => Step::Kill { id: u64::from(id) },
+            Command::StmtPrepare(sql) => Step::Prepare(sql),
+            Command::StmtExecute {
+                stmt_id,
+                params,
+                flags,
+                ..
+            } => {
+                // A new execute of a statement closes its own cursor, as
+                // in MySQL.
+                self.cursors.close(stmt_id);
+                let cursor = flags & command::CURSOR_TYPE_READ_ONLY != 0;
+                self.execute(stmt_id, &params, cursor, out)
+            }
+            Command::StmtSendLongData {
+                stmt_id,
+                param_id,
+                data,
+            } => {
+                // No response, by protocol; errors surface at execute.
+                if let Some(stmt) = self.statements.get_mut(stmt_id) {
+                    stmt.params.send_long_data(param_id, &data, self.max_packet);
+                }
+                out.seq = packet.seq; // nothing is written
+                Step::Answered(Next::Continue)
+            }
+            Command::StmtClose(id) => {
+                self.statements.remove(id);
+                self.cursors.close(id);
+                Step::Answered(Next::Continue)
+            }
+            Command::StmtReset(id) => match self.statements.get_mut(id) {
+                Some(stmt) => {
+                    stmt.params.reset();
+                    self.cursors.close(id);
+                    Step::Answered(self.ok(out))
+                }
+                None => {
+                    response::err(out, &errors::unknown_statement(id, "mysqld_stmt_reset"));
+                    Step::Answered(Next::Continue)
+                }
+            },
+            Command::StmtFetch { stmt_id, rows } => Step::Fetch { id: stmt_id, rows },
+            Command::Unsupported(unsupported) => {
+                response::err(out, &unsupported.to_mysql());
+                Step::Answered(Next::Continue)
+            }
+        }
+    }
+
+    fn query(&mut self, sql: Bytes, out: &mut Packets) -> Step {
+        if !self.multi_statements
+            && let Some(second) = statement::second_statement(&sql, &self.dialect())
+        {
+            response::err(
+                out,
+                &errors::multi_statements_disabled(&sql, second, self.mariadb),
+            );
+            return Step::Answered(Next::Continue);
+        }
+        // A KILL statement is ASCII; other text cannot be one.
+        let kill = std::str::from_utf8(&sql)
+            .ok()
+            .and_then(command::parse_kill)
+            .filter(|kill| !kill.by_query_id);
+        let statement = Execute {
+            sql,
+            binds: HashMap::new(),
+            format: RowFormat::Text,
+            cursor: None,
+        };
+        match kill {
+            Some(kill) => Step::KillOrExecute {
+                id: kill.id,
+                query_only: kill.query_only,
+                statement,
+            },
+            None => Step::Execute(statement),
+        }
+    }
+
+    fn execute(&mut self, id: u32, params: &Bytes, cursor: bool, out: &mut Packets) -> Step {
+        let Some(stmt) = self.statements.get_mut(id) else {
+            response::err(out, &errors::unknown_statement(id, "mysqld_stmt_execute"));
+            return Step::Answered(Next::Continue);
+        };
+        let binds = match stmt.params.bind(params) {
+            Ok(b) => b,
+            Err(e) => {
+                response::err(out, &e);
+                return Step::Answered(Next::Continue);
+            }
+        };
+        // As in MySQL, the cursor flag on a statement without a result set
+        // (or a CALL, whose prepare reports no columns) is ignored.
+        let cursor = (cursor && stmt.columns > 0).then_some(id);
+        Step::Execute(Execute {
+            sql: stmt.sql.clone(),
+            binds,
+            format: RowFormat::Binary,
+            cursor,
+        })
+    }
+
+    /// `COM_RESET_CONNECTION`: a fresh session, as the server's reset
+    /// gives, but in the same default database and the login's collation:
+    /// a reset keeps both (pools reset every connection they take back,
+    /// and the app still expects its database).
+    fn reset(&mut self) -> Step {
+        let database = self.session.database();
+        self.statements.clear();
+        self.cursors.clear();
+        Step::Reset {
+            close: self.session.reset().map(Box::new),
+            database,
+            collation: self.collation,
+        }
+    }
+
+    /// After a successful `COM_CHANGE_USER` (whose OK is written): the
+    /// old session to close; the new user's database and collation follow
+    /// as after a login.
+    pub fn user_changed(&mut self, login: &Authenticated) -> Option<RawSession> {
+        self.statements.clear();
+        self.cursors.clear();
+        self.collation = login.charset;
+        self.session.reset()
+    }
+
+    /// The answer to `KILL` when `id` is none of the sidecar's
+    /// connections (`COM_PROCESS_KILL`): ERR 1094.
+    pub fn no_such_thread(&self, id: u64, out: &mut Packets) -> Next {
+        response::err(out, &errors::unknown_thread(id));
+        Next::Continue
+    }
+
+    /// The answer to a `KILL` of a connection this user does not own.
+    pub fn not_owner(&self, id: u64, out: &mut Packets) -> Next {
+        response::err(out, &errors::not_owner(id));
+        Next::Continue
+    }
+
+    /// `COM_PREPARE`'s answer: the statement is kept under a new id.
+    pub fn prepared(
+        &mut self,
+        sql: Bytes,
+        mut reply: Reply<pb::PrepareResponse>,
+        out: &mut Packets,
+    ) -> Next {
+        self.update_session(&mut reply);
+        let prepared = reply.message;
+        if let Some(error) = prepared.error {
+            response::err(out, &from_rpc_message(&error.message));
+            return Next::Continue;
+        }
+        let Ok(params) = u16::try_from(prepared.params_count) else {
+            response::err(out, &errors::too_many_placeholders());
+            return Next::Continue;
+        };
+        let id = self.statements.insert(Prepared {
+            sql,
+            params: StatementParams::new(params),
+            columns: prepared.fields.len(),
+        });
+        response::prepare_ok(
+            out,
+            self.caps,
+            self.style,
+            id,
+            params,
+            &prepared.fields,
+            0,
+            self.session.status(),
+        );
+        Next::Continue
+    }
+
+    /// `COM_FIELD_LIST`'s answer, from its `SELECT … LIMIT 0`.
+    pub fn field_list_answered(
+        &mut self,
+        mut reply: Reply<pb::ExecuteResponse>,
+        out: &mut Packets,
+    ) -> Next {
+        self.update_session(&mut reply);
+        match (reply.message.error, reply.message.result) {
+            (Some(e), _) => response::err(out, &from_rpc_message(&e.message)),
+            (None, result) => {
+                let fields = result.map(|r| r.fields).unwrap_or_default();
+                response::field_list(out, self.caps, self.style, &fields, self.session.status());
+            }
+        }
+        Next::Continue
+    }
+
+    /// A request that failed as a whole: an ERR, and the connection closes
+    /// when the statement may have run or the session is gone.
+    pub fn call_failed(&mut self, e: &CallError, in_transaction: bool, out: &mut Packets) -> Next {
+        response::err(out, &errors::from_call(e, in_transaction));
+        if errors::call_ends_session(e) {
+            Next::Close
+        } else {
+            Next::Continue
+        }
+    }
+}
+
+/// `prefix`, `name` as a backtick-quoted identifier, then `suffix`: the
+/// statement a command that names a database or table stands for. The
+/// name's bytes are the client's, in its character set, unaltered but for
+/// doubled backticks — counted by character, since in gbk or sjis a
+/// character may end in the byte of a backtick.
+fn quoted_statement(dialect: &Dialect, prefix: &[u8], name: &[u8], suffix: &[u8]) -> Bytes {
+    let mut sql = Vec::with_capacity(prefix.len() + name.len() + suffix.len() + 4);
+    sql.extend_from_slice(prefix);
+    sql.push(b'`');
+    let mut i = 0;
+    while i < name.len() {
+        let next = dialect.next(name, i);
+        if name[i..next] == *b"`" {
+            sql.push(b'`');
+        }
+        sql.extend_from_slice(&name[i..next]);
+        i = next;
+    }
+    sql.push(b'`');
+    sql.extend_from_slice(suffix);
+    Bytes::from(sql)
+}
+
+#[cfg(test)]
+mod tests;
