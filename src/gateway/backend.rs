@@ -9,7 +9,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Column, Conn, OptsBuilder, PoolConstraints, PoolOpts};
 
 use crate::api::pb;
-use crate::translate::errors::MysqlError;
+use crate::mysql::MysqlError;
 use crate::translate::rows::pack_row;
 use crate::translate::types::{blob_subtype_name, vitess_type};
 

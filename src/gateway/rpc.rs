@@ -8,7 +8,8 @@ use tracing::{debug, warn};
 
 use crate::api::pb::{self, RpcError, VtCode};
 use crate::api::{ApiError, Codec, Encoding};
-use crate::translate::errors::{MysqlError, to_rpc_error};
+use crate::mysql::MysqlError;
+use crate::translate::errors::to_rpc_error;
 use crate::translate::rows::row_size;
 use crate::translate::{bind, statement};
 

@@ -47,7 +47,7 @@ use super::packet::{Packet, Packets};
 use super::response;
 use super::response::ColumnStyle;
 use super::{CapabilityFlags, MariadbCapabilities, StatusFlags, server_capabilities};
-use crate::translate::errors::MysqlError;
+use crate::mysql::MysqlError;
 
 /// The only handshake protocol version clients still speak.
 pub const PROTOCOL_VERSION: u8 = 10;

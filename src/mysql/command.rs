@@ -13,7 +13,7 @@
 
 use bytes::Bytes;
 
-use crate::translate::errors::MysqlError;
+use crate::mysql::MysqlError;
 
 /// Command bytes, as in MySQL's `enum_server_command` (plus MariaDB's
 /// `COM_STMT_BULK_EXECUTE` and friends at the top of the range).

@@ -8,10 +8,16 @@
 
 pub mod auth;
 pub mod command;
+mod error;
 pub mod packet;
 pub mod params;
 pub mod response;
 pub mod temporal;
+
+pub use error::MysqlError;
+
+/// The collation id of binary strings (`binary`).
+pub const BINARY_CHARSET: u16 = 63;
 
 pub use mysql_common::constants::{
     CapabilityFlags, ColumnFlags, ColumnType, Command as CommandCode, MariadbCapabilities,

@@ -14,7 +14,7 @@ use bytes::{Bytes, BytesMut};
 use super::ColumnType;
 use super::temporal::{DateTime, Time};
 use crate::api::pb::{BindVariable, Type};
-use crate::translate::errors::MysqlError;
+use crate::mysql::MysqlError;
 
 /// Bit of a parameter's flag byte that marks an unsigned integer.
 const UNSIGNED_PARAM: u8 = 0x80;

@@ -14,11 +14,12 @@ use futures_util::FutureExt;
 use tracing::Instrument;
 
 use crate::client::{CallError, ExecuteStream, RawSession};
+use crate::mysql::MysqlError;
 use crate::mysql::auth::{Authenticated, Handshake};
 use crate::mysql::packet::{Packet, Packets};
 use crate::mysql::{CapabilityFlags, response};
 use crate::telemetry::TraceId;
-use crate::translate::errors::{MysqlError, from_rpc_message};
+use crate::translate::errors::from_rpc_message;
 use crate::translate::statement;
 
 use super::Shared;

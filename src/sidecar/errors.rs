@@ -4,8 +4,8 @@
 
 use crate::api::Code;
 use crate::client::CallError;
+use crate::mysql::MysqlError;
 use crate::mysql::packet::PacketError;
-use crate::translate::errors::MysqlError;
 
 fn error(code: u16, state: &str, message: impl Into<String>) -> MysqlError {
     MysqlError {

@@ -101,7 +101,7 @@ async fn send(io: &mut Framed, out: &mut Packets) -> Option<()> {
 pub async fn finish(
     io: &mut Framed,
     mut ok: Packets,
-    database: Result<(), crate::translate::errors::MysqlError>,
+    database: Result<(), crate::mysql::MysqlError>,
 ) -> Option<()> {
     if let Err(e) = &database {
         if !ok.drop_last() {

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::api::pb::{BindVariable, Type, Value};
-use crate::translate::errors::MysqlError;
+use crate::mysql::MysqlError;
 use crate::translate::sql_text::Dialect;
 use crate::translate::types::{is_binary, is_numeric};
 

@@ -18,10 +18,11 @@
 use std::collections::VecDeque;
 
 use crate::api::pb;
+use crate::mysql::MysqlError;
 use crate::mysql::packet::Packets;
 use crate::mysql::response::{self, ColumnStyle};
 use crate::mysql::{CapabilityFlags, StatusFlags};
-use crate::translate::errors::MysqlError;
+use crate::translate::to_mysql;
 
 #[derive(Debug)]
 pub struct Cursor {
@@ -46,7 +47,7 @@ impl Cursor {
     ) -> Self {
         response::result_set_header(out, fields.len() as u64);
         for field in &fields {
-            response::column_definition(out, style, field);
+            to_mysql::column_definition(out, style, field);
         }
         let status = status - StatusFlags::SERVER_MORE_RESULTS_EXISTS;
         response::end_of_rows(
@@ -108,7 +109,7 @@ impl Cursor {
                 break;
             };
             self.buffered -= row.values.len();
-            response::binary_row(out, &self.fields, &row)?;
+            to_mysql::binary_row(out, &self.fields, &row)?;
             *remaining -= 1;
         }
         Ok(())

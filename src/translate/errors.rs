@@ -4,14 +4,7 @@
 //! message, as `… (errno 1062) (sqlstate 23000)`; clients parse them back.
 
 use crate::api::pb::{RpcError, VtCode};
-
-/// A MySQL server error.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MysqlError {
-    pub code: u16,
-    pub state: String,
-    pub message: String,
-}
+use crate::mysql::MysqlError;
 
 /// Renders a MySQL error the way vttablet does.
 pub fn to_rpc_error(err: &MysqlError) -> RpcError {

@@ -8,4 +8,5 @@ pub mod results;
 pub mod rows;
 pub mod sql_text;
 pub mod statement;
+pub mod to_mysql;
 pub mod types;

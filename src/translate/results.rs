@@ -16,10 +16,11 @@
 //! stream knows.
 
 use crate::api::pb;
+use crate::mysql::MysqlError;
 use crate::mysql::packet::Packets;
-use crate::mysql::response::{self, ColumnStyle, binary_row, text_row};
+use crate::mysql::response::{self, ColumnStyle};
 use crate::mysql::{CapabilityFlags, StatusFlags};
-use crate::translate::errors::MysqlError;
+use crate::translate::to_mysql::{self, binary_row, text_row};
 
 /// How rows are encoded: text for COM_QUERY, binary for COM_STMT_EXECUTE.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -177,7 +178,7 @@ impl ResultWriter {
         self.flush_previous(out);
         response::result_set_header(out, fields.len() as u64);
         for field in fields {
-            response::column_definition(out, self.style, field);
+            to_mysql::column_definition(out, self.style, field);
         }
         if !self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF) {
             response::eof(out, self.caps, self.status, 0);

@@ -9,8 +9,7 @@ const BINARY_FLAG: u16 = 128;
 const ENUM_FLAG: u16 = 256;
 const SET_FLAG: u16 = 2048;
 
-/// The `binary` collation id: a column with it holds bytes, not text.
-pub const BINARY_CHARSET: u16 = 63;
+pub use crate::mysql::BINARY_CHARSET;
 
 /// Maps a MySQL protocol column type and its flags to the Vitess type.
 pub fn vitess_type(mysql_type: u8, flags: u16) -> Type {

@@ -6,10 +6,11 @@ use std::collections::HashMap;
 
 use crate::api::pb;
 use crate::client::{CallError, Reply};
+use crate::mysql::MysqlError;
 use crate::mysql::packet::Packets;
 use crate::mysql::response;
 use crate::translate::cursor::Cursor;
-use crate::translate::errors::{MysqlError, from_rpc_message};
+use crate::translate::errors::from_rpc_message;
 
 use super::{CommandPhase, Next, errors};
 use crate::sidecar::session::Session;

@@ -3,9 +3,10 @@
 
 use crate::api::pb;
 use crate::client::{CallError, Reply};
+use crate::mysql::MysqlError;
 use crate::mysql::packet::Packets;
 use crate::translate::cursor::Cursor;
-use crate::translate::errors::{MysqlError, from_rpc_message};
+use crate::translate::errors::from_rpc_message;
 use crate::translate::results::{ResultWriter, RowFormat};
 
 use super::cursors::OpenCursor;

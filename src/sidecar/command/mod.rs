@@ -26,15 +26,17 @@ use bytes::Bytes;
 use crate::api::pb;
 use crate::client::{CallError, RawSession, Reply};
 use crate::mysql::CapabilityFlags;
+use crate::mysql::MysqlError;
 use crate::mysql::auth::Authenticated;
 use crate::mysql::command::{self, Command};
 use crate::mysql::packet::{Packet, Packets};
 use crate::mysql::params::StatementParams;
 use crate::mysql::response::{self, ColumnStyle};
-use crate::translate::errors::{MysqlError, from_rpc_message};
+use crate::translate::errors::from_rpc_message;
 use crate::translate::results::RowFormat;
 use crate::translate::sql_text::{Charset, Dialect};
 use crate::translate::statement;
+use crate::translate::to_mysql;
 
 use super::errors;
 use super::session::{NewSession, Session};
@@ -462,7 +464,7 @@ impl<S> CommandPhase<S> {
             params: StatementParams::new(params),
             columns: prepared.fields.len(),
         });
-        response::prepare_ok(
+        to_mysql::prepare_ok(
             out,
             self.caps,
             self.style,
@@ -486,7 +488,7 @@ impl<S> CommandPhase<S> {
             (Some(e), _) => response::err(out, &from_rpc_message(&e.message)),
             (None, result) => {
                 let fields = result.map(|r| r.fields).unwrap_or_default();
-                response::field_list(out, self.caps, self.style, &fields, self.session.status());
+                to_mysql::field_list(out, self.caps, self.style, &fields, self.session.status());
             }
         }
         Next::Continue
