@@ -4,6 +4,7 @@
 pub mod bind;
 pub mod cursor;
 pub mod errors;
+pub mod params;
 pub mod results;
 pub mod rows;
 pub mod sql_text;

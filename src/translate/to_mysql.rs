@@ -698,10 +698,13 @@ mod tests {
         );
         let p = payloads(&mut out, 1);
         let param = &p[1];
-        assert_eq!(&param[head(&pb::Field {
-            name: "?".into(),
-            ..pb::Field::default()
-        })..][..1], &[0x00]);
+        assert_eq!(
+            &param[head(&pb::Field {
+                name: "?".into(),
+                ..pb::Field::default()
+            })..][..1],
+            &[0x00]
+        );
         assert!(
             p[2].windows(7)
                 .any(|w| w == [0x06, 0x01, 0x04, b'j', b's', b'o', b'n'])

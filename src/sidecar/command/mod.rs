@@ -35,8 +35,8 @@ use crate::mysql::response::{self, ColumnStyle};
 use crate::translate::errors::from_rpc_message;
 use crate::translate::results::RowFormat;
 use crate::translate::sql_text::{Charset, Dialect};
-use crate::translate::statement;
 use crate::translate::to_mysql;
+use crate::translate::{params, statement};
 
 use super::errors;
 use super::session::{NewSession, Session};
@@ -386,7 +386,7 @@ impl<S> CommandPhase<S> {
             response::err(out, &errors::unknown_statement(id, "mysqld_stmt_execute"));
             return Step::Answered(Next::Continue);
         };
-        let binds = match stmt.params.bind(params) {
+        let binds = match stmt.params.read(params).and_then(params::bind_variables) {
             Ok(b) => b,
             Err(e) => {
                 response::err(out, &e);
