@@ -93,8 +93,8 @@ impl Connection {
     pub async fn run(mut self) {
         loop {
             let handle = self.registration.handle.clone();
-            let in_transaction = self.core.session().in_transaction;
-            if handle.is_draining() && !in_transaction {
+            let drain_may_close = self.core.drain_may_close();
+            if handle.is_draining() && drain_may_close {
                 break;
             }
             // Idle past the session's wait_timeout: the server would close
@@ -125,7 +125,7 @@ impl Connection {
                     }
                     break;
                 }
-                () = handle.drain.notified(), if !in_transaction => break,
+                () = handle.drain.notified(), if drain_may_close => break,
             };
             let packet = match packet {
                 Ok(p) => p,
@@ -267,7 +267,7 @@ impl Connection {
                 };
                 // KILL ownership follows the connection's new user.
                 self.registration.logged_in(&login.user);
-                let old = self.core.user_changed(&login);
+                let old = self.core.user_changed(login.charset);
                 self.close_in_background(old);
                 if let Some(db) = login.database {
                     self.start_in(&db).await;

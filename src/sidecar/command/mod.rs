@@ -220,6 +220,12 @@ impl<S> CommandPhase<S> {
         self.session = Session::in_database(database, self.new_session);
     }
 
+    /// Whether a drain may close the connection between commands: not in
+    /// the middle of a transaction, which it lets finish.
+    pub fn drain_may_close(&self) -> bool {
+        !self.session.in_transaction
+    }
+
     /// The client's next command gets `error`, and the connection closes.
     pub fn owe_error(&mut self, error: MysqlError) {
         self.pending_error = Some(error);
@@ -419,13 +425,13 @@ impl<S> CommandPhase<S> {
         }
     }
 
-    /// After a successful `COM_CHANGE_USER` (whose OK is written): the
-    /// old session to close; the new user's database and collation follow
-    /// as after a login.
-    pub fn user_changed(&mut self, login: &Authenticated) -> Option<RawSession> {
+    /// After a successful `COM_CHANGE_USER` (whose OK is written) to a
+    /// user with `collation`: the old session to close; the new user's
+    /// database and collation follow as after a login.
+    pub fn user_changed(&mut self, collation: u16) -> Option<RawSession> {
         self.statements.clear();
         self.cursors.clear();
-        self.collation = login.charset;
+        self.collation = collation;
         self.session.reset()
     }
 

@@ -364,3 +364,262 @@ fn unknown_commands_get_an_error_and_the_connection_goes_on() {
     assert!(matches!(step, Step::Answered(Next::Continue)));
     assert_eq!(err_code(&out), 1047);
 }
+
+// ---- A scripted upstream: each statement's stream is a list of replies,
+// driven through the core as the socket loop drives it.
+
+use crate::api::ApiError;
+use crate::client::RawSession;
+use crate::mysql::StatusFlags;
+use prost::Message;
+
+/// A cookie for a session in (or out of) a transaction.
+fn cookie(in_transaction: bool) -> RawSession {
+    let session = pb::Session {
+        vitess_session: Some(pb::VitessSession {
+            in_transaction,
+            autocommit: true,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    RawSession::from_bytes(session.encode_to_vec().into()).expect("a valid session")
+}
+
+fn result_message(fields: usize, rows: &[&str]) -> pb::ExecuteResponse {
+    pb::ExecuteResponse {
+        result: Some(pb::QueryResult {
+            fields: (0..fields)
+                .map(|i| pb::Field {
+                    name: format!("c{i}"),
+                    r#type: pb::Type::Varchar as i32,
+                    charset: 45,
+                    ..pb::Field::default()
+                })
+                .collect(),
+            rows: rows
+                .iter()
+                .map(|r| pb::Row {
+                    lengths: vec![r.len() as i64],
+                    values: Bytes::copy_from_slice(r.as_bytes()),
+                })
+                .collect(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The end of a result set: neither fields nor rows.
+fn end_of_set() -> pb::ExecuteResponse {
+    pb::ExecuteResponse {
+        result: Some(pb::QueryResult::default()),
+        ..Default::default()
+    }
+}
+
+/// Runs `sql` as a COM_QUERY against a stream that yields `script`, as
+/// `connection::execute` does; returns how the connection goes on and
+/// the packets' payloads.
+fn run_query(p: &mut Phase, sql: &str, script: Vec<Pulled>) -> (Next, Vec<Vec<u8>>) {
+    let mut payload = vec![0x03];
+    payload.extend_from_slice(sql.as_bytes());
+    let (step, _) = command(p, &payload);
+    let Step::Execute(e) = step else {
+        panic!("{step:?}")
+    };
+    let mut out = Packets::reply_to(1);
+    let mut exec = p.begin_execution(e.format, e.cursor);
+    let mut next = None;
+    for pulled in script {
+        match pulled {
+            Ok(Some(reply)) => match p.on_reply(&mut exec, reply, &mut out) {
+                Flow::More => continue,
+                Flow::Stop => break,
+                Flow::Cursor(_) => panic!("no cursor asked for"),
+            },
+            Ok(None) => break,
+            Err(e) => {
+                next = Some(p.execution_failed(exec, &e, &mut out));
+                return (next.unwrap(), payloads(&out));
+            }
+        }
+    }
+    let next = next.unwrap_or_else(|| p.finish_execution(exec, &mut out));
+    (next, payloads(&out))
+}
+
+type Pulled = Result<Option<Reply<pb::ExecuteResponse>>, CallError>;
+
+fn payloads(out: &Packets) -> Vec<Vec<u8>> {
+    let mut buf = BytesMut::from(&out.buf[..]);
+    let mut all = Vec::new();
+    while let Some(p) = crate::mysql::packet::decode(&mut buf, usize::MAX).unwrap() {
+        all.push(p.payload.to_vec());
+    }
+    all
+}
+
+/// The status flags of a terminator (an OK-form EOF, 0xfe, or an OK).
+fn terminator_status(payload: &[u8]) -> StatusFlags {
+    assert!(matches!(payload[0], 0x00 | 0xfe), "{payload:?}");
+    // Header, then affected rows and insert id (one byte each here).
+    StatusFlags::from_bits_truncate(u16::from_le_bytes([payload[3], payload[4]]))
+}
+
+#[test]
+fn two_result_sets_say_more_results_between_them() {
+    let mut p = phase();
+    let (next, packets) = run_query(
+        &mut p,
+        "CALL two_sets()",
+        vec![
+            Ok(Some(reply(result_message(1, &["a", "b"])))),
+            Ok(Some(reply(end_of_set()))),
+            Ok(Some(reply(result_message(1, &["c"])))),
+            Ok(Some(reply(end_of_set()))),
+            Ok(None),
+        ],
+    );
+    assert_eq!(next, Next::Continue);
+    // count, column, 2 rows, terminator; count, column, row, terminator;
+    // then the CALL's final OK.
+    let terminators: Vec<_> = packets
+        .iter()
+        .filter(|p| p[0] == 0xfe && p.len() < 0xffffff)
+        .map(|p| terminator_status(p))
+        .collect();
+    assert!(terminators[0].contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS));
+    let last = terminator_status(packets.last().unwrap());
+    assert!(!last.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS));
+}
+
+#[test]
+fn a_lost_gateway_after_rows_ends_them_with_1158_and_closes() {
+    let mut p = phase();
+    let (next, packets) = run_query(
+        &mut p,
+        "SELECT c FROM t",
+        vec![
+            Ok(Some(reply(result_message(1, &["a"])))),
+            Err(CallError::Lost("reset".into())),
+        ],
+    );
+    assert_eq!(next, Next::Close, "the statement may have run");
+    let err = packets.last().unwrap();
+    assert_eq!(err[0], 0xff);
+    assert_eq!(u16::from_le_bytes([err[1], err[2]]), 1158);
+    assert_eq!(&err[4..9], b"08S01");
+}
+
+#[test]
+fn an_unavailable_gateway_is_1105_and_the_connection_goes_on() {
+    let mut p = phase();
+    let mut out = Packets::reply_to(1);
+    let e = CallError::Unavailable {
+        waited: std::time::Duration::from_secs(1),
+        last_error: None,
+    };
+    assert_eq!(p.call_failed(&e, false, &mut out), Next::Continue);
+    assert_eq!(err_code(&out), 1105);
+}
+
+#[test]
+fn a_session_the_gateway_forgot_ends_the_connection() {
+    let mut p = phase();
+    let forgotten = CallError::Api(ApiError {
+        code: crate::api::Code::PermissionDenied,
+        message: "unknown session".into(),
+    });
+    let (next, packets) = run_query(&mut p, "SELECT 1", vec![Err(forgotten)]);
+    assert_eq!(next, Next::Close);
+    assert_eq!(packets.len(), 1);
+    assert_eq!(u16::from_le_bytes([packets[0][1], packets[0][2]]), 1158);
+}
+
+#[test]
+fn a_rolled_back_session_closes_after_its_error() {
+    let mut p = phase();
+    let lost = pb::ExecuteResponse {
+        error: Some(pb::RpcError {
+            message: "Connection was killed (errno 1927) (sqlstate 70100)".into(),
+            code: 0,
+        }),
+        ..Default::default()
+    };
+    let (next, packets) = run_query(
+        &mut p,
+        "UPDATE t SET a = 1",
+        vec![Ok(Some(reply(lost))), Ok(None)],
+    );
+    assert_eq!(next, Next::Close);
+    assert_eq!(u16::from_le_bytes([packets[0][1], packets[0][2]]), 1927);
+}
+
+#[test]
+fn kill_query_ends_the_answer_with_1317_and_the_connection_goes_on() {
+    let mut p = phase();
+    let (step, _) = command(&mut p, b"\x03SELECT SLEEP(10)");
+    let Step::Execute(e) = step else {
+        panic!("{step:?}")
+    };
+    let exec = p.begin_execution(e.format, e.cursor);
+    let mut out = Packets::reply_to(1);
+    p.execution_stopped(exec, &errors::interrupted(), &mut out);
+    assert_eq!(err_code(&out), 1317);
+}
+
+#[test]
+fn a_prepare_the_backend_refuses_keeps_no_statement() {
+    let mut p = phase();
+    let (step, _) = command(&mut p, b"\x16SELECT nope");
+    let Step::Prepare(sql) = step else {
+        panic!("{step:?}")
+    };
+    let refused = pb::PrepareResponse {
+        error: Some(pb::RpcError {
+            message: "Unknown column 'nope' in 'field list' (errno 1054) (sqlstate 42S22)".into(),
+            code: 0,
+        }),
+        ..Default::default()
+    };
+    let mut out = Packets::reply_to(1);
+    assert_eq!(p.prepared(sql, reply(refused), &mut out), Next::Continue);
+    assert_eq!(err_code(&out), 1054);
+    // The first id is still free: a refused prepare took none.
+    assert_eq!(prepare(&mut p, "SELECT 1", 0, 1), 1);
+}
+
+#[test]
+fn a_drain_waits_for_the_transaction_to_end() {
+    let mut p = phase();
+    assert!(p.drain_may_close());
+    let mut begun = reply(pb::ExecuteResponse::default());
+    begun.session = Some(cookie(true));
+    let (next, packets) = run_query(&mut p, "BEGIN", vec![Ok(Some(begun)), Ok(None)]);
+    assert_eq!(next, Next::Continue);
+    assert!(terminator_status(&packets[0]).contains(StatusFlags::SERVER_STATUS_IN_TRANS));
+    assert!(!p.drain_may_close());
+    let mut committed = reply(pb::ExecuteResponse::default());
+    committed.session = Some(cookie(false));
+    run_query(&mut p, "COMMIT", vec![Ok(Some(committed)), Ok(None)]);
+    assert!(p.drain_may_close());
+}
+
+#[test]
+fn change_user_forgets_statements_and_closes_the_old_session() {
+    let mut p = phase();
+    let id = prepare(&mut p, "SELECT 1", 0, 1);
+    let mut answered = reply(pb::ExecuteResponse::default());
+    answered.session = Some(cookie(false));
+    run_query(&mut p, "DO 1", vec![Ok(Some(answered)), Ok(None)]);
+    let (step, _) = command(&mut p, &[0x11, b'u', 0]);
+    assert!(matches!(step, Step::ChangeUser { .. }));
+    assert!(!step.uses_session());
+    assert!(p.user_changed(8).is_some(), "the old session is closed");
+    let (_, out) = command(&mut p, &execute_payload(id, 0));
+    assert_eq!(err_code(&out), 1243);
+    // A reset now keeps the new user's collation.
+    let (step, _) = command(&mut p, &[0x1f]);
+    assert!(matches!(step, Step::Reset { collation: 8, .. }));
+}
