@@ -8,13 +8,13 @@ use tracing::{debug, warn};
 
 use crate::api::pb::{self, RpcError, VtCode};
 use crate::api::{ApiError, Codec, Encoding};
+use crate::config::Limits;
 use crate::translate::errors::{MysqlError, to_rpc_error};
 use crate::translate::rows::row_size;
 use crate::translate::{bind, statement};
 
 use super::auth::Account;
 use super::backend::{self, BackendError, Flow, JsonLookup, Outcome, ResultSink, Summary};
-use super::config::Limits;
 use super::json_columns::JsonColumns;
 use super::sessions::{Lease, Refusal, Sessions};
 use super::stream::StreamSink;

@@ -1,16 +1,86 @@
-//! The configuration file: one TOML file with a section per role.
+//! Configuration, in one place: the file's sections, the flags and
+//! environment variables that override single keys, and [`load`], which
+//! lays them over each other.
 //!
-//! Precedence is flags > environment > file > defaults: the file is read
-//! into these structs (missing keys take their defaults), then each role's
-//! command line (whose flags fall back to `MYQUIC_*` variables) overrides
-//! single keys. Unknown keys are errors that name the key.
+//! Precedence is flags > `MYQUIC_*` environment > file > defaults: the
+//! file is read into the role's settings (missing keys take their
+//! defaults), then the environment's variables and then the command
+//! line's flags override single keys ([`flags`]). [`load`] reads nothing
+//! itself: `main` reads the file and the process environment and passes
+//! them in, so precedence is tested with the inputs as values. Unknown
+//! keys are errors that name the key.
+//!
+//! This module depends on nothing in the crate but the leaf types its
+//! keys are made of ([`crate::transport`]'s congestion controllers,
+//! [`crate::api`]'s codec names); the roles, the client and the admin
+//! endpoint take their settings from here.
+
+mod admin;
+mod env;
+mod flags;
+mod gateway;
+mod secret;
+mod sidecar;
+mod upstream;
 
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::gateway::GatewayConfig;
-use crate::sidecar::config::SidecarConfig;
+pub use admin::AdminConfig;
+pub use env::Env;
+pub use flags::{Codecs, Flags, GatewayFlags, SidecarFlags};
+pub use gateway::{
+    BackendConfig, Credential, GatewayConfig, GatewayDrain, Limits, SessionConfig, Timeouts,
+    TlsConfig,
+};
+pub use secret::Secret;
+pub use sidecar::{AuthConfig, DrainConfig, FrontTls, LOGIN_MAX_PACKET, LocalUser, SidecarConfig};
+pub use upstream::{TransportPreference, UpstreamConfig, defaults};
+
+/// A role's settings: the file's section for it, then the environment's
+/// `MYQUIC_<ROLE>_*` variables, then `flags`. Secrets given as `{ env =
+/// … }` are bound to `env`'s values ([`Secret::bind`]); nothing is
+/// validated (see `validate` on each role's settings), so that `myquic
+/// doctor` can explain a configuration that would not start.
+pub fn load<F: Flags>(flags: &F, env: &Env, file: Option<&File>) -> Result<F::Config, ConfigError> {
+    let file = match file {
+        Some(file) => ConfigFile::parse(&file.text).map_err(|source| ConfigError::Parse {
+            path: file.path.clone(),
+            source,
+        })?,
+        None => ConfigFile::default(),
+    };
+    let mut config = F::section(file);
+    // The token itself, then a file (the variable or the flag) over it.
+    if env.contains(F::QUIT_TOKEN_VAR) {
+        F::admin(&mut config).quit_token = Some(Secret::env(F::QUIT_TOKEN_VAR));
+    }
+    F::from_env(env)?.apply(&mut config);
+    flags.apply(&mut config);
+    F::bind_secrets(&mut config, env);
+    Ok(config)
+}
+
+/// The configuration file's text, and where it came from (for errors).
+#[derive(Clone, Debug)]
+pub struct File {
+    pub path: PathBuf,
+    pub text: String,
+}
+
+impl File {
+    pub fn read(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            text,
+        })
+    }
+}
 
 /// The whole file.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -20,6 +90,12 @@ pub struct ConfigFile {
     pub gateway: GatewayConfig,
     #[serde(default)]
     pub sidecar: SidecarConfig,
+}
+
+impl ConfigFile {
+    pub fn parse(text: &str) -> Result<Self, toml::de::Error> {
+        toml::from_str(text)
+    }
 }
 
 /// A configuration that cannot be used; the message names the key.
@@ -35,64 +111,13 @@ pub enum ConfigError {
         path: PathBuf,
         source: toml::de::Error,
     },
+    /// A key (or an environment variable) with a value that cannot work.
     #[error("{key}: {reason}")]
     Invalid { key: &'static str, reason: String },
-}
-
-impl ConfigFile {
-    /// Reads `path`, or returns the defaults when there is no file.
-    pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
-        let Some(path) = path else {
-            return Ok(Self::default());
-        };
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Self::parse(&text).map_err(|source| ConfigError::Parse {
-            path: path.to_path_buf(),
-            source,
-        })
-    }
-
-    pub fn parse(text: &str) -> Result<Self, toml::de::Error> {
-        toml::from_str(text)
-    }
-}
-
-/// A secret given inline, from a file (a mounted Kubernetes secret) or
-/// from an environment variable. Never printed.
-#[derive(Clone, Default, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct Secret {
-    pub value: Option<String>,
-    pub file: Option<PathBuf>,
-    pub env: Option<String>,
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Secret")
-            .field("file", &self.file)
-            .field("env", &self.env)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Secret {
-    /// Resolves the secret; exactly one source must be given.
-    pub fn resolve(&self, key: &'static str) -> Result<String, ConfigError> {
-        let invalid = |reason: String| ConfigError::Invalid { key, reason };
-        match (&self.value, &self.file, &self.env) {
-            (Some(v), None, None) => Ok(v.clone()),
-            (None, Some(path), None) => std::fs::read_to_string(path)
-                .map(|s| s.trim_end_matches(['\r', '\n']).to_string())
-                .map_err(|e| invalid(format!("reading {}: {e}", path.display()))),
-            (None, None, Some(var)) => std::env::var(var)
-                .map_err(|_| invalid(format!("environment variable {var} is not set"))),
-            _ => Err(invalid("give exactly one of value, file or env".into())),
-        }
-    }
+    /// A psdb client setting that cannot work (see
+    /// [`crate::client::ClientConfig::validate`]).
+    #[error("client configuration: {field}: {reason}")]
+    Client { field: &'static str, reason: String },
 }
 
 #[cfg(test)]
@@ -102,7 +127,7 @@ mod tests {
     /// The documented example must always parse, with every key known.
     #[test]
     fn example_config_parses() {
-        let text = include_str!("../config.example.toml");
+        let text = include_str!("../../config.example.toml");
         let file = ConfigFile::parse(text).expect("config.example.toml parses");
         file.gateway
             .validate()
@@ -112,7 +137,7 @@ mod tests {
             .expect("config.example.toml's sidecar section is valid");
         assert_eq!(file.sidecar.auth.users.len(), 1);
         assert_eq!(
-            file.sidecar.upstream_authority().unwrap(),
+            file.sidecar.upstream.authority().unwrap(),
             ("gateway.example".to_string(), 8443)
         );
         // The admin and drain sections show their defaults.
@@ -145,7 +170,7 @@ mod tests {
     /// Keys documented commented out (no default) parse once uncommented.
     #[test]
     fn commented_example_keys_parse() {
-        let text = include_str!("../config.example.toml")
+        let text = include_str!("../../config.example.toml")
             .replace("# tcp_congestion = ", "tcp_congestion = ")
             .replace("# quit_token = ", "quit_token = ");
         let file = ConfigFile::parse(&text).expect("config.example.toml parses uncommented");
@@ -155,7 +180,7 @@ mod tests {
             name(file.sidecar.upstream.tcp_congestion).as_deref(),
             Some("bbr")
         );
-        let token = |admin: &crate::admin::AdminConfig| admin.quit_token.clone().unwrap();
+        let token = |admin: &AdminConfig| admin.quit_token.clone().unwrap();
         assert!(token(&file.gateway.admin).file.is_some());
         assert!(token(&file.sidecar.admin).env.is_some());
         let bad = ConfigFile::parse("[gateway]\ntcp_congestion = \"BBR; x\"\n").unwrap_err();
