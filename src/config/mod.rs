@@ -23,6 +23,9 @@ mod secret;
 mod sidecar;
 mod upstream;
 
+#[cfg(test)]
+mod tests;
+
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -118,78 +121,4 @@ pub enum ConfigError {
     /// [`crate::client::ClientConfig::validate`]).
     #[error("client configuration: {field}: {reason}")]
     Client { field: &'static str, reason: String },
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The documented example must always parse, with every key known.
-    #[test]
-    fn example_config_parses() {
-        let text = include_str!("../../config.example.toml");
-        let file = ConfigFile::parse(text).expect("config.example.toml parses");
-        file.gateway
-            .validate()
-            .expect("config.example.toml is valid");
-        file.sidecar
-            .validate()
-            .expect("config.example.toml's sidecar section is valid");
-        assert_eq!(file.sidecar.auth.users.len(), 1);
-        assert_eq!(
-            file.sidecar.upstream.authority().unwrap(),
-            ("gateway.example".to_string(), 8443)
-        );
-        // The admin and drain sections show their defaults.
-        let defaults = ConfigFile::default();
-        assert_eq!(file.sidecar.admin, defaults.sidecar.admin);
-        assert_eq!(file.gateway.admin, defaults.gateway.admin);
-        assert_eq!(file.sidecar.drain.period, defaults.sidecar.drain.period);
-        assert_eq!(
-            file.sidecar.drain.transaction_timeout,
-            defaults.sidecar.drain.transaction_timeout
-        );
-        assert_eq!(file.gateway.drain.timeout, defaults.gateway.drain.timeout);
-        let (shown, default) = (&file.gateway, &defaults.gateway);
-        assert_eq!(shown.timeouts.tls_handshake, default.timeouts.tls_handshake);
-        assert_eq!(
-            shown.timeouts.request_headers,
-            default.timeouts.request_headers
-        );
-        assert_eq!(shown.timeouts.request_body, default.timeouts.request_body);
-        assert_eq!(
-            shown.limits.max_streams_per_connection,
-            default.limits.max_streams_per_connection
-        );
-        assert_eq!(
-            shown.limits.max_pending_connections_per_peer,
-            default.limits.max_pending_connections_per_peer
-        );
-    }
-
-    /// Keys documented commented out (no default) parse once uncommented.
-    #[test]
-    fn commented_example_keys_parse() {
-        let text = include_str!("../../config.example.toml")
-            .replace("# tcp_congestion = ", "tcp_congestion = ")
-            .replace("# quit_token = ", "quit_token = ");
-        let file = ConfigFile::parse(&text).expect("config.example.toml parses uncommented");
-        let name = |c: Option<crate::transport::tcp::TcpCongestion>| c.map(|c| c.to_string());
-        assert_eq!(name(file.gateway.tcp_congestion).as_deref(), Some("bbr"));
-        assert_eq!(
-            name(file.sidecar.upstream.tcp_congestion).as_deref(),
-            Some("bbr")
-        );
-        let token = |admin: &AdminConfig| admin.quit_token.clone().unwrap();
-        assert!(token(&file.gateway.admin).file.is_some());
-        assert!(token(&file.sidecar.admin).env.is_some());
-        let bad = ConfigFile::parse("[gateway]\ntcp_congestion = \"BBR; x\"\n").unwrap_err();
-        assert!(bad.to_string().contains("congestion"), "{bad}");
-    }
-
-    #[test]
-    fn unknown_keys_are_named() {
-        let err = ConfigFile::parse("[gateway]\nlisten_on = \"x\"\n").unwrap_err();
-        assert!(err.to_string().contains("listen_on"), "{err}");
-    }
 }
