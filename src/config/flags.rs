@@ -104,7 +104,8 @@ pub struct SidecarFlags {
     /// env MYQUIC_SIDECAR_UPSTREAM_PASSWORD_FILE].
     #[arg(long)]
     pub upstream_password_file: Option<PathBuf>,
-    /// [sidecar.upstream.transport; env MYQUIC_SIDECAR_UPSTREAM_TRANSPORT].
+    /// auto, http3 or http2 [sidecar.upstream.transport;
+    /// env MYQUIC_SIDECAR_UPSTREAM_TRANSPORT].
     #[arg(long, value_enum)]
     pub upstream_transport: Option<TransportPreference>,
     /// Codecs for bodies to and from the gateway, comma-separated
