@@ -255,6 +255,51 @@ impl fmt::Debug for ClientConfig {
 mod tests {
     use super::*;
 
+    /// What the sidecar connects with and the doctor checks: the
+    /// `[sidecar.upstream]` keys, carried over one by one.
+    #[test]
+    fn built_from_the_upstream_settings() {
+        tls::install_crypto_provider();
+        let dir = tempfile::tempdir().unwrap();
+        let pw = dir.path().join("pw");
+        std::fs::write(&pw, "api-secret\n").unwrap();
+        let up = UpstreamConfig {
+            url: "https://[::1]:9000/".into(),
+            username: "app".into(),
+            password: crate::config::Secret::file(&pw),
+            transport: TransportPreference::Http2,
+            keep_alive: Duration::from_millis(500),
+            compression: vec!["gzip".into()],
+            ..UpstreamConfig::default()
+        };
+        let c = ClientConfig::from_upstream(&up).unwrap();
+        assert_eq!(
+            (c.gateway.as_str(), c.server_name.as_str()),
+            ("[::1]:9000", "::1")
+        );
+        assert_eq!(
+            (c.username.as_str(), c.password.as_str()),
+            ("app", "api-secret")
+        );
+        assert_eq!(c.transport, TransportPreference::Http2);
+        assert_eq!(c.keep_alive, Duration::from_millis(500));
+        assert_eq!(c.idle_timeout, defaults::IDLE_TIMEOUT);
+        assert_eq!(c.accept_encodings, [Encoding::Gzip]);
+        c.validate().unwrap();
+        let named = UpstreamConfig {
+            server_name: Some("gw.internal".into()),
+            ..up.clone()
+        };
+        let c = ClientConfig::from_upstream(&named).unwrap();
+        assert_eq!(c.server_name, "gw.internal");
+        let unset = UpstreamConfig {
+            password: crate::config::Secret::env("MYQUIC_TEST_UNSET"),
+            ..up
+        };
+        let e = ClientConfig::from_upstream(&unset).unwrap_err().to_string();
+        assert!(e.starts_with("sidecar.upstream.password: "), "{e}");
+    }
+
     #[test]
     fn backoff_grows_with_jitter_and_stays_bounded() {
         let b = Backoff::default();
