@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use super::{
-    AdminConfig, ConfigError, ConfigFile, Env, GatewayConfig, Secret, SidecarConfig,
+    AdminConfig, ConfigError, Env, GatewayConfig, Secret, Section, SidecarConfig,
     TransportPreference,
 };
 use crate::transport::quic::Congestion;
@@ -19,21 +19,15 @@ use crate::transport::tcp::TcpCongestion;
 /// and where they go in its settings.
 pub trait Flags: Sized {
     /// The role's settings.
-    type Config;
+    type Config: Section;
     /// The variable holding the `/quitquitquit` token itself (never a
     /// flag, which `ps` would show).
     const QUIT_TOKEN_VAR: &'static str;
 
-    /// The role's section of the file.
-    fn section(file: ConfigFile) -> Self::Config;
     /// The flags that the environment's `MYQUIC_<ROLE>_*` variables give.
     fn from_env(env: &Env) -> Result<Self, ConfigError>;
     /// Sets every key a flag is given for.
     fn apply(&self, config: &mut Self::Config);
-    /// The admin endpoint's settings.
-    fn admin(config: &mut Self::Config) -> &mut AdminConfig;
-    /// Binds the settings' `{ env = … }` secrets.
-    fn bind_secrets(config: &mut Self::Config, env: &Env);
 }
 
 /// `myquic gateway`'s settings on the command line.
@@ -158,10 +152,6 @@ impl Flags for GatewayFlags {
     type Config = GatewayConfig;
     const QUIT_TOKEN_VAR: &'static str = "MYQUIC_GATEWAY_ADMIN_QUIT_TOKEN";
 
-    fn section(file: ConfigFile) -> GatewayConfig {
-        file.gateway
-    }
-
     fn from_env(env: &Env) -> Result<Self, ConfigError> {
         Ok(Self {
             listen: env.parse("MYQUIC_GATEWAY_LISTEN")?,
@@ -196,14 +186,6 @@ impl Flags for GatewayFlags {
         set(&mut config.admin.listen, self.admin_listen);
         apply_quit_token_file(&mut config.admin, self.admin_quit_token_file.as_ref());
     }
-
-    fn admin(config: &mut GatewayConfig) -> &mut AdminConfig {
-        &mut config.admin
-    }
-
-    fn bind_secrets(config: &mut GatewayConfig, env: &Env) {
-        config.bind_secrets(env);
-    }
 }
 
 // === impl SidecarFlags ===
@@ -211,10 +193,6 @@ impl Flags for GatewayFlags {
 impl Flags for SidecarFlags {
     type Config = SidecarConfig;
     const QUIT_TOKEN_VAR: &'static str = "MYQUIC_SIDECAR_ADMIN_QUIT_TOKEN";
-
-    fn section(file: ConfigFile) -> SidecarConfig {
-        file.sidecar
-    }
 
     fn from_env(env: &Env) -> Result<Self, ConfigError> {
         Ok(Self {
@@ -254,14 +232,6 @@ impl Flags for SidecarFlags {
         set_some(&mut up.tcp_congestion, self.upstream_tcp_congestion);
         set(&mut config.admin.listen, self.admin_listen);
         apply_quit_token_file(&mut config.admin, self.admin_quit_token_file.as_ref());
-    }
-
-    fn admin(config: &mut SidecarConfig) -> &mut AdminConfig {
-        &mut config.admin
-    }
-
-    fn bind_secrets(config: &mut SidecarConfig, env: &Env) {
-        config.bind_secrets(env);
     }
 }
 

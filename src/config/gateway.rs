@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{AdminConfig, ConfigError, Env, Secret};
+use super::{AdminConfig, ConfigError, ConfigFile, Env, Secret, Section};
 use crate::transport::quic::Congestion;
 use crate::transport::tcp::TcpCongestion;
 
@@ -266,9 +266,18 @@ impl GatewayConfig {
         }
         Ok(())
     }
+}
 
-    /// Binds `{ env = … }` secrets to `env` (see [`Secret::bind`]).
-    pub(super) fn bind_secrets(&mut self, env: &Env) {
+impl Section for GatewayConfig {
+    fn section(file: ConfigFile) -> Self {
+        file.gateway
+    }
+
+    fn admin_mut(&mut self) -> &mut AdminConfig {
+        &mut self.admin
+    }
+
+    fn bind_secrets(&mut self, env: &Env) {
         for cred in &mut self.credentials {
             cred.password.bind(env);
             if let Some(secret) = &mut cred.backend_password {

@@ -54,15 +54,24 @@ pub fn load<F: Flags>(flags: &F, env: &Env, file: Option<&File>) -> Result<F::Co
         })?,
         None => ConfigFile::default(),
     };
-    let mut config = F::section(file);
+    let mut config = F::Config::section(file);
     // The token itself, then a file (the variable or the flag) over it.
     if env.contains(F::QUIT_TOKEN_VAR) {
-        F::admin(&mut config).quit_token = Some(Secret::env(F::QUIT_TOKEN_VAR));
+        config.admin_mut().quit_token = Some(Secret::env(F::QUIT_TOKEN_VAR));
     }
     F::from_env(env)?.apply(&mut config);
     flags.apply(&mut config);
-    F::bind_secrets(&mut config, env);
+    config.bind_secrets(env);
     Ok(config)
+}
+
+/// What [`load`] needs of a role's settings.
+pub trait Section: Sized {
+    /// The role's section of the file.
+    fn section(file: ConfigFile) -> Self;
+    fn admin_mut(&mut self) -> &mut AdminConfig;
+    /// Binds every `{ env = … }` secret to `env` (see [`Secret::bind`]).
+    fn bind_secrets(&mut self, env: &Env);
 }
 
 /// The configuration file's text, and where it came from (for errors).

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{AdminConfig, ConfigError, Env, Secret, UpstreamConfig};
+use super::{AdminConfig, ConfigError, ConfigFile, Env, Secret, Section, UpstreamConfig};
 use crate::api::Encoding;
 
 #[derive(Clone, Debug, Deserialize)]
@@ -259,9 +259,18 @@ impl SidecarConfig {
         }
         warnings
     }
+}
 
-    /// Binds `{ env = … }` secrets to `env` (see [`Secret::bind`]).
-    pub(super) fn bind_secrets(&mut self, env: &Env) {
+impl Section for SidecarConfig {
+    fn section(file: ConfigFile) -> Self {
+        file.sidecar
+    }
+
+    fn admin_mut(&mut self) -> &mut AdminConfig {
+        &mut self.admin
+    }
+
+    fn bind_secrets(&mut self, env: &Env) {
         self.upstream.password.bind(env);
         for user in &mut self.auth.users {
             user.password.bind(env);
