@@ -10,8 +10,9 @@
 //!
 //! Layout: [`api`] is the psdb/Connect protocol (pure), [`mysql`] the MySQL
 //! server protocol (pure), [`translate`] the MySQL ⇄ psdb mapping (pure),
-//! [`transport`] the QUIC/HTTP/TLS edges, [`client`] the psdb client,
-//! and [`gateway`] and [`sidecar`] the two roles that wire them together.
+//! [`transport`] the QUIC/HTTP/TLS edges, [`config`] every setting and
+//! the one loader of them, [`client`] the psdb client, and [`gateway`] and
+//! [`sidecar`] the two roles that wire them together.
 
 pub mod admin;
 pub mod api;

@@ -5,12 +5,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use myquic::config::ConfigFile;
+use myquic::config::{
+    self, ConfigError, Env, GatewayConfig, GatewayFlags, SidecarConfig, SidecarFlags,
+};
 use myquic::gateway::Gateway;
 use myquic::sidecar::Sidecar;
 use myquic::telemetry::{self, LogFormat};
-use myquic::transport::quic::Congestion;
-use myquic::transport::tcp::TcpCongestion;
 
 #[derive(Parser)]
 #[command(version, about = "MySQL over HTTP/3: sidecar and gateway")]
@@ -49,91 +49,23 @@ enum Command {
     Doctor(SidecarArgs),
 }
 
-/// Flags override the environment, which overrides the file.
+/// `myquic gateway`: its settings (flags over `MYQUIC_GATEWAY_*` over the
+/// file), and whether only to check them.
 #[derive(clap::Args)]
 struct GatewayArgs {
-    /// Address for HTTP/3 (UDP) and HTTP/2 (TCP) [gateway.listen].
-    #[arg(long, env = "MYQUIC_GATEWAY_LISTEN")]
-    listen: Option<std::net::SocketAddr>,
-    /// Backend MySQL host:port [gateway.backend.address].
-    #[arg(long, env = "MYQUIC_GATEWAY_BACKEND_ADDRESS")]
-    backend_address: Option<String>,
-    /// Backend MySQL unix socket [gateway.backend.socket].
-    #[arg(long, env = "MYQUIC_GATEWAY_BACKEND_SOCKET")]
-    backend_socket: Option<PathBuf>,
-    /// Generate a self-signed certificate and write it here
-    /// [gateway.tls.self_signed_cert_out].
-    #[arg(long, env = "MYQUIC_GATEWAY_SELF_SIGNED_CERT_OUT")]
-    self_signed_cert_out: Option<PathBuf>,
-    /// QUIC congestion controller: bbr, cubic or newreno
-    /// [gateway.congestion].
-    #[arg(long, env = "MYQUIC_GATEWAY_CONGESTION")]
-    congestion: Option<Congestion>,
-    /// TCP congestion controller of HTTP/2 connections, e.g. bbr, cubic,
-    /// reno [gateway.tcp_congestion].
-    #[arg(long, env = "MYQUIC_GATEWAY_TCP_CONGESTION")]
-    tcp_congestion: Option<TcpCongestion>,
-    /// Admin endpoint (health, metrics, /quitquitquit) [gateway.admin.listen].
-    #[arg(long, env = "MYQUIC_GATEWAY_ADMIN_LISTEN")]
-    admin_listen: Option<std::net::SocketAddr>,
-    /// File holding the bearer token /quitquitquit requires
-    /// [gateway.admin.quit_token]; or the token itself in
-    /// MYQUIC_GATEWAY_ADMIN_QUIT_TOKEN.
-    #[arg(long, env = "MYQUIC_GATEWAY_ADMIN_QUIT_TOKEN_FILE")]
-    admin_quit_token_file: Option<PathBuf>,
+    #[command(flatten)]
+    flags: GatewayFlags,
     /// Check the configuration and exit.
     #[arg(long)]
     check_config: bool,
 }
 
-/// Flags override the environment, which overrides the file.
+/// `myquic sidecar` and `myquic doctor`: the sidecar's settings (flags
+/// over `MYQUIC_SIDECAR_*` over the file), and whether only to check them.
 #[derive(clap::Args)]
 struct SidecarArgs {
-    /// MySQL listener address [sidecar.listen].
-    #[arg(long, env = "MYQUIC_SIDECAR_LISTEN")]
-    listen: Option<std::net::SocketAddr>,
-    /// Also listen on this unix socket [sidecar.socket].
-    #[arg(long, env = "MYQUIC_SIDECAR_SOCKET")]
-    socket: Option<PathBuf>,
-    /// The gateway, https://host:port [sidecar.upstream.url].
-    #[arg(long, env = "MYQUIC_SIDECAR_UPSTREAM_URL")]
-    upstream_url: Option<String>,
-    /// CA certificate(s) to trust for the gateway [sidecar.upstream.ca].
-    #[arg(long, env = "MYQUIC_SIDECAR_UPSTREAM_CA")]
-    upstream_ca: Option<PathBuf>,
-    /// Name expected in the gateway's certificate
-    /// [sidecar.upstream.server_name].
-    #[arg(long, env = "MYQUIC_SIDECAR_UPSTREAM_SERVER_NAME")]
-    upstream_server_name: Option<String>,
-    /// API user [sidecar.upstream.username].
-    #[arg(long, env = "MYQUIC_SIDECAR_UPSTREAM_USERNAME")]
-    upstream_username: Option<String>,
-    /// File holding the API password [sidecar.upstream.password].
-    #[arg(long, env = "MYQUIC_SIDECAR_UPSTREAM_PASSWORD_FILE")]
-    upstream_password_file: Option<PathBuf>,
-    /// auto, http3 or http2 [sidecar.upstream.transport].
-    #[arg(long, env = "MYQUIC_SIDECAR_UPSTREAM_TRANSPORT")]
-    upstream_transport: Option<String>,
-    /// Codecs for bodies to and from the gateway, comma-separated
-    /// (zstd,snappy,gzip), or none [sidecar.upstream.compression].
-    #[arg(long, env = "MYQUIC_SIDECAR_UPSTREAM_COMPRESSION")]
-    upstream_compression: Option<String>,
-    /// QUIC congestion controller: bbr, cubic or newreno
-    /// [sidecar.upstream.congestion].
-    #[arg(long, env = "MYQUIC_SIDECAR_UPSTREAM_CONGESTION")]
-    upstream_congestion: Option<Congestion>,
-    /// TCP congestion controller of the HTTP/2 fallback, e.g. bbr, cubic,
-    /// reno [sidecar.upstream.tcp_congestion].
-    #[arg(long, env = "MYQUIC_SIDECAR_UPSTREAM_TCP_CONGESTION")]
-    upstream_tcp_congestion: Option<TcpCongestion>,
-    /// Admin endpoint (health, metrics, /quitquitquit) [sidecar.admin.listen].
-    #[arg(long, env = "MYQUIC_SIDECAR_ADMIN_LISTEN")]
-    admin_listen: Option<std::net::SocketAddr>,
-    /// File holding the bearer token /quitquitquit requires
-    /// [sidecar.admin.quit_token]; or the token itself in
-    /// MYQUIC_SIDECAR_ADMIN_QUIT_TOKEN.
-    #[arg(long, env = "MYQUIC_SIDECAR_ADMIN_QUIT_TOKEN_FILE")]
-    admin_quit_token_file: Option<PathBuf>,
+    #[command(flatten)]
+    flags: SidecarFlags,
     /// Check the configuration and exit.
     #[arg(long)]
     check_config: bool,
@@ -158,21 +90,28 @@ const EXIT_CONFIG: u8 = 64;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     telemetry::init(cli.log_format, "info");
-    let file = match ConfigFile::load(cli.config.as_deref()) {
+    let file = match cli.config.as_deref().map(config::File::read).transpose() {
         Ok(file) => file,
-        Err(e) => {
-            eprintln!("myquic: {e}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
+        Err(e) => return config_error(&e),
     };
+    let env = Env::from_process();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("a tokio runtime");
     match cli.command {
-        Command::Gateway(args) => runtime.block_on(gateway(file, args)),
-        Command::Sidecar(args) => runtime.block_on(sidecar(file, args)),
-        Command::Doctor(args) => runtime.block_on(doctor(file, args)),
+        Command::Gateway(args) => match config::load(&args.flags, &env, file.as_ref()) {
+            Ok(config) => runtime.block_on(gateway(config, args.check_config)),
+            Err(e) => config_error(&e),
+        },
+        Command::Sidecar(args) => match config::load(&args.flags, &env, file.as_ref()) {
+            Ok(config) => runtime.block_on(sidecar(config, args.check_config)),
+            Err(e) => config_error(&e),
+        },
+        Command::Doctor(args) => match config::load(&args.flags, &env, file.as_ref()) {
+            Ok(config) => runtime.block_on(doctor(config)),
+            Err(e) => config_error(&e),
+        },
         Command::Query(args) => match runtime.block_on(myquic::query::run(args)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -190,38 +129,8 @@ fn main() -> ExitCode {
     }
 }
 
-async fn gateway(file: ConfigFile, args: GatewayArgs) -> ExitCode {
-    let mut config = file.gateway;
-    if let Some(listen) = args.listen {
-        config.listen = listen;
-    }
-    if let Some(address) = args.backend_address {
-        config.backend.address = Some(address);
-        config.backend.socket = None;
-    }
-    if let Some(socket) = args.backend_socket {
-        config.backend.socket = Some(socket);
-    }
-    if let Some(out) = args.self_signed_cert_out {
-        config.tls.self_signed_cert_out = Some(out);
-        config.tls.cert = None;
-        config.tls.key = None;
-    }
-    if let Some(cc) = args.congestion {
-        config.congestion = cc;
-    }
-    if let Some(cc) = args.tcp_congestion {
-        config.tcp_congestion = Some(cc);
-    }
-    if let Some(listen) = args.admin_listen {
-        config.admin.listen = listen;
-    }
-    apply_quit_token(
-        &mut config.admin,
-        "MYQUIC_GATEWAY_ADMIN_QUIT_TOKEN",
-        args.admin_quit_token_file,
-    );
-    if let Some(exit) = stop_after_checking(config.validate(), args.check_config) {
+async fn gateway(config: GatewayConfig, check_only: bool) -> ExitCode {
+    if let Some(exit) = stop_after_checking(config.validate(), check_only) {
         return exit;
     }
     let admin = config.admin.clone();
@@ -244,12 +153,7 @@ async fn gateway(file: ConfigFile, args: GatewayArgs) -> ExitCode {
     }
 }
 
-async fn sidecar(file: ConfigFile, args: SidecarArgs) -> ExitCode {
-    let check_only = args.check_config;
-    let config = match sidecar_config(file, args) {
-        Ok(config) => config,
-        Err(exit) => return exit,
-    };
+async fn sidecar(config: SidecarConfig, check_only: bool) -> ExitCode {
     let valid = config.validate();
     if check_only && valid.is_ok() {
         for warning in config.warnings() {
@@ -285,102 +189,7 @@ async fn sidecar(file: ConfigFile, args: SidecarArgs) -> ExitCode {
     }
 }
 
-/// The sidecar's configuration: the file's `[sidecar]` with flags and
-/// environment on top.
-fn sidecar_config(
-    file: ConfigFile,
-    args: SidecarArgs,
-) -> Result<myquic::sidecar::SidecarConfig, ExitCode> {
-    let mut config = file.sidecar;
-    if let Some(listen) = args.listen {
-        config.listen = listen;
-    }
-    if let Some(socket) = args.socket {
-        config.socket = Some(socket);
-    }
-    let up = &mut config.upstream;
-    if let Some(url) = args.upstream_url {
-        up.url = url;
-    }
-    if let Some(ca) = args.upstream_ca {
-        up.ca = Some(ca);
-    }
-    if let Some(name) = args.upstream_server_name {
-        up.server_name = Some(name);
-    }
-    if let Some(user) = args.upstream_username {
-        up.username = user;
-    }
-    if let Some(file) = args.upstream_password_file {
-        up.password = myquic::config::Secret {
-            file: Some(file),
-            ..Default::default()
-        };
-    }
-    if let Some(list) = args.upstream_compression {
-        up.compression = match list.trim() {
-            "none" => Vec::new(),
-            list => list
-                .split(',')
-                .map(|name| name.trim().to_string())
-                .collect(),
-        };
-    }
-    if let Some(cc) = args.upstream_congestion {
-        up.congestion = cc;
-    }
-    if let Some(cc) = args.upstream_tcp_congestion {
-        up.tcp_congestion = Some(cc);
-    }
-    if let Some(t) = args.upstream_transport {
-        match t.as_str() {
-            "auto" => up.transport = myquic::client::TransportPreference::Auto,
-            "http3" => up.transport = myquic::client::TransportPreference::Http3,
-            "http2" => up.transport = myquic::client::TransportPreference::Http2,
-            other => {
-                eprintln!("myquic: --upstream-transport: {other:?} is not auto, http3 or http2");
-                return Err(ExitCode::from(EXIT_CONFIG));
-            }
-        }
-    }
-    if let Some(listen) = args.admin_listen {
-        config.admin.listen = listen;
-    }
-    apply_quit_token(
-        &mut config.admin,
-        "MYQUIC_SIDECAR_ADMIN_QUIT_TOKEN",
-        args.admin_quit_token_file,
-    );
-    Ok(config)
-}
-
-/// The `/quitquitquit` token from the environment (`token_var` holds the
-/// token itself; never a flag, which `ps` would show) or a file flag,
-/// which wins.
-fn apply_quit_token(
-    admin: &mut myquic::admin::AdminConfig,
-    token_var: &str,
-    file: Option<PathBuf>,
-) {
-    if std::env::var_os(token_var).is_some() {
-        admin.quit_token = Some(myquic::config::Secret {
-            env: Some(token_var.to_string()),
-            ..Default::default()
-        });
-    }
-    if let Some(file) = file {
-        admin.quit_token = Some(myquic::config::Secret {
-            file: Some(file),
-            ..Default::default()
-        });
-    }
-}
-
-async fn doctor(file: ConfigFile, args: SidecarArgs) -> ExitCode {
-    let config = match sidecar_config(file, args) {
-        Ok(config) => config,
-        Err(exit) => return exit,
-    };
+async fn doctor(config: SidecarConfig) -> ExitCode {
     myquic::transport::tls::install_crypto_provider();
     let report = myquic::doctor::run(&config).await;
     print!("{report}");
@@ -451,17 +260,19 @@ impl Stop {
 
 /// Ends the process if the configuration is invalid (exit 64) or only a
 /// check was asked for (`--check-config`).
-fn stop_after_checking(
-    valid: Result<(), myquic::config::ConfigError>,
-    check_only: bool,
-) -> Option<ExitCode> {
+fn stop_after_checking(valid: Result<(), ConfigError>, check_only: bool) -> Option<ExitCode> {
     if let Err(e) = valid {
-        eprintln!("myquic: {e}");
-        return Some(ExitCode::from(EXIT_CONFIG));
+        return Some(config_error(&e));
     }
     if check_only {
         println!("configuration OK");
         return Some(ExitCode::SUCCESS);
     }
     None
+}
+
+/// A configuration that cannot be used: exit 64.
+fn config_error(e: &ConfigError) -> ExitCode {
+    eprintln!("myquic: {e}");
+    ExitCode::from(EXIT_CONFIG)
 }

@@ -29,8 +29,8 @@ use tokio::process::Command;
 
 use common::Stack;
 use common::mariadb::{MariaDb, Options, TlsFiles};
+use myquic::config::LocalUser;
 use myquic::config::Secret;
-use myquic::sidecar::config::LocalUser;
 use myquic::sidecar::{Sidecar, SidecarConfig};
 
 /// The checks every client is asked for, in table order (the contract's

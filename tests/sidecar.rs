@@ -13,8 +13,8 @@ use tokio::process::Command;
 use mysql_async::prelude::*;
 use mysql_async::{Conn, OptsBuilder, Value};
 
+use myquic::config::LocalUser;
 use myquic::config::Secret;
-use myquic::sidecar::config::LocalUser;
 use myquic::sidecar::{Sidecar, SidecarConfig};
 
 use common::Stack;

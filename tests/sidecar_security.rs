@@ -30,8 +30,8 @@ use mysql_async::{Conn, OptsBuilder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use myquic::config::LocalUser;
 use myquic::config::Secret;
-use myquic::sidecar::config::LocalUser;
 use myquic::sidecar::{Sidecar, SidecarConfig};
 
 use common::Stack;

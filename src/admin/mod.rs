@@ -24,43 +24,12 @@ use bytes::Bytes;
 use http::{Method, StatusCode, header};
 use http_body_util::Full;
 use hyper_util::rt::TokioIo;
-use serde::Deserialize;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::config::Secret;
+pub use crate::config::AdminConfig;
 use quit::{QuitGuard, Verdict};
-
-/// `[sidecar.admin]` / `[gateway.admin]`.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields, default)]
-pub struct AdminConfig {
-    /// Serve the admin endpoint at all.
-    pub enabled: bool,
-    /// Where. Loopback by default: in Kubernetes, HTTP probes come from
-    /// the kubelet to the pod's IP, so set `0.0.0.0:PORT` there.
-    pub listen: SocketAddr,
-    /// The bearer token `POST /quitquitquit` must carry. Unset: allowed
-    /// from anyone on a loopback listener, refused (403) on any other.
-    pub quit_token: Option<Secret>,
-}
-
-impl AdminConfig {
-    pub fn with_port(port: u16) -> Self {
-        Self {
-            enabled: true,
-            listen: SocketAddr::from(([127, 0, 0, 1], port)),
-            quit_token: None,
-        }
-    }
-}
-
-impl Default for AdminConfig {
-    fn default() -> Self {
-        Self::with_port(9901)
-    }
-}
 
 /// What a role reports through the admin endpoint.
 pub trait Health: Send + Sync + 'static {

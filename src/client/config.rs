@@ -7,22 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::api::Encoding;
+use crate::config::UpstreamConfig;
+pub use crate::config::{ConfigError, TransportPreference, defaults};
 use crate::transport::quic::Congestion;
 use crate::transport::tcp::TcpCongestion;
-
-/// Which HTTP version to use.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TransportPreference {
-    /// HTTP/3, falling back to HTTP/2 while UDP does not get through and
-    /// probing HTTP/3 again in the background.
-    #[default]
-    Auto,
-    /// HTTP/3 only: fail rather than fall back.
-    Http3,
-    /// HTTP/2 over TLS only (networks known to block UDP).
-    Http2,
-}
+use crate::transport::tls;
 
 /// Reconnect delays: the n-th consecutive failed attempt waits a uniformly
 /// random time in `[min, min(max, min·2ⁿ)]` ("full jitter" above a floor),
@@ -62,20 +51,6 @@ pub(crate) fn jitter_between(low: Duration, high: Duration) -> Duration {
     }
     let span = (high - low).as_micros().min(u128::from(u64::MAX)) as u64;
     low + Duration::from_micros(rand::random_range(0..=span))
-}
-
-/// Default settings, shared with the sidecar's `[sidecar.upstream]` keys
-/// (the reasons are on the [`ClientConfig`] fields).
-pub mod defaults {
-    use std::time::Duration;
-
-    pub const H3_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(1);
-    pub const H3_SILENCE_TIMEOUT: Duration = Duration::from_secs(1);
-    pub const PROBE_INTERVAL: Duration = Duration::from_secs(10);
-    pub const KEEP_ALIVE: Duration = Duration::from_secs(1);
-    pub const IDLE_TIMEOUT: Duration = Duration::from_secs(3);
-    pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-    pub const COMPRESS_MIN_BYTES: usize = 1024;
 }
 
 /// Everything a client needs. [`ClientConfig::new`] fills in the defaults.
@@ -167,9 +142,53 @@ impl ClientConfig {
         }
     }
 
+    /// The client `[sidecar.upstream]` describes: the gateway's address
+    /// and certificate name from its URL, its CA file (else the system's
+    /// roots), the password resolved, the timings and codecs as given.
+    /// What the sidecar connects with, and what `myquic doctor` checks.
+    pub fn from_upstream(up: &UpstreamConfig) -> Result<Self, ConfigError> {
+        let (host, port) = up.authority()?;
+        let roots = match &up.ca {
+            Some(path) => tls::roots_from_pem(path).map_err(|e| ConfigError::Invalid {
+                key: "sidecar.upstream.ca",
+                reason: e.to_string(),
+            })?,
+            None => tls::system_roots(),
+        };
+        let tls = tls::client_config(roots, &[]).map_err(|e| ConfigError::Invalid {
+            key: "sidecar.upstream",
+            reason: e.to_string(),
+        })?;
+        let authority = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        let server_name = up.server_name.clone().unwrap_or(host);
+        let password = up.password.resolve("sidecar.upstream.password")?;
+        let mut c = Self::new(authority, server_name, tls, up.username.clone(), password);
+        c.transport = up.transport;
+        c.h3_handshake_timeout = up.h3_handshake_timeout;
+        c.probe_interval = up.probe_interval;
+        c.keep_alive = up.keep_alive;
+        c.idle_timeout = up.idle_timeout;
+        c.connect_timeout = up.connect_timeout;
+        c.compress_min_bytes = up.compress_min_bytes;
+        // Checked by `SidecarConfig::validate`.
+        c.accept_encodings = up
+            .compression
+            .iter()
+            .filter_map(|name| Encoding::from_name(name))
+            .collect();
+        c.congestion = up.congestion;
+        c.tcp_congestion = up.tcp_congestion;
+        Ok(c)
+    }
+
     /// Checks what can be checked without the network.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let invalid = |field: &'static str, reason: String| Err(ConfigError { field, reason });
+        let invalid =
+            |field: &'static str, reason: String| Err(ConfigError::Client { field, reason });
         match self.gateway.rsplit_once(':') {
             Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {}
             _ => return invalid("gateway", format!("{:?} is not host:port", self.gateway)),
@@ -232,17 +251,54 @@ impl fmt::Debug for ClientConfig {
     }
 }
 
-/// A configuration that cannot work.
-#[derive(Debug, thiserror::Error)]
-#[error("client configuration: {field}: {reason}")]
-pub struct ConfigError {
-    pub field: &'static str,
-    pub reason: String,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the sidecar connects with and the doctor checks: the
+    /// `[sidecar.upstream]` keys, carried over one by one.
+    #[test]
+    fn built_from_the_upstream_settings() {
+        tls::install_crypto_provider();
+        let dir = tempfile::tempdir().unwrap();
+        let pw = dir.path().join("pw");
+        std::fs::write(&pw, "api-secret\n").unwrap();
+        let up = UpstreamConfig {
+            url: "https://[::1]:9000/".into(),
+            username: "app".into(),
+            password: crate::config::Secret::file(&pw),
+            transport: TransportPreference::Http2,
+            keep_alive: Duration::from_millis(500),
+            compression: vec!["gzip".into()],
+            ..UpstreamConfig::default()
+        };
+        let c = ClientConfig::from_upstream(&up).unwrap();
+        assert_eq!(
+            (c.gateway.as_str(), c.server_name.as_str()),
+            ("[::1]:9000", "::1")
+        );
+        assert_eq!(
+            (c.username.as_str(), c.password.as_str()),
+            ("app", "api-secret")
+        );
+        assert_eq!(c.transport, TransportPreference::Http2);
+        assert_eq!(c.keep_alive, Duration::from_millis(500));
+        assert_eq!(c.idle_timeout, defaults::IDLE_TIMEOUT);
+        assert_eq!(c.accept_encodings, [Encoding::Gzip]);
+        c.validate().unwrap();
+        let named = UpstreamConfig {
+            server_name: Some("gw.internal".into()),
+            ..up.clone()
+        };
+        let c = ClientConfig::from_upstream(&named).unwrap();
+        assert_eq!(c.server_name, "gw.internal");
+        let unset = UpstreamConfig {
+            password: crate::config::Secret::env("MYQUIC_TEST_UNSET"),
+            ..up
+        };
+        let e = ClientConfig::from_upstream(&unset).unwrap_err().to_string();
+        assert!(e.starts_with("sidecar.upstream.password: "), "{e}");
+    }
 
     #[test]
     fn backoff_grows_with_jitter_and_stays_bounded() {

@@ -73,13 +73,13 @@ impl Client {
             config.max_message_bytes,
             counters.clone(),
         )
-        .map_err(|reason| ConfigError {
+        .map_err(|reason| ConfigError::Client {
             field: "username",
             reason,
         })?;
         let uri_base = format!("https://{}", config.gateway);
         if uri_base.parse::<http::Uri>().is_err() {
-            return Err(ConfigError {
+            return Err(ConfigError::Client {
                 field: "gateway",
                 reason: format!("{:?} is not a valid authority", config.gateway),
             });

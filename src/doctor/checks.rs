@@ -12,7 +12,7 @@ use tokio::time::timeout;
 
 use super::{Report, Verdict, advice};
 use crate::client::{CallError, Client, ClientConfig, TransportPreference};
-use crate::sidecar::SidecarConfig;
+use crate::config::SidecarConfig;
 use crate::transport::HttpVersion;
 use crate::transport::client::{ConnectOptions, Connection};
 use crate::transport::tls::ALPN_H2;
@@ -29,7 +29,7 @@ const ROUND_TRIPS: usize = 3;
 pub async fn run(config: &SidecarConfig) -> Report {
     let mut report = Report::default();
     super::clients::check(&mut report, config);
-    let client_config = match crate::sidecar::upstream_client_config(config) {
+    let client_config = match ClientConfig::from_upstream(&config.upstream) {
         Ok(c) => c,
         Err(e) => {
             report.push_with_advice(

@@ -5,7 +5,7 @@
 //! then.
 
 use super::{Report, Verdict};
-use crate::sidecar::SidecarConfig;
+use crate::config::SidecarConfig;
 
 const CHECK: &str = "clients";
 

@@ -13,7 +13,7 @@ mod clients;
 
 use std::fmt;
 
-use crate::sidecar::SidecarConfig;
+use crate::config::SidecarConfig;
 
 /// How one check went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

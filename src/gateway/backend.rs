@@ -9,11 +9,11 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Column, Conn, OptsBuilder, PoolConstraints, PoolOpts};
 
 use crate::api::pb;
+use crate::config::BackendConfig;
 use crate::mysql::MysqlError;
 use crate::translate::rows::pack_row;
 use crate::translate::types::{blob_subtype_name, vitess_type};
 
-use super::config::BackendConfig;
 use super::json_columns::JsonColumns;
 
 /// How a backend call failed.

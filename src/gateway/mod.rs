@@ -6,7 +6,6 @@
 
 mod auth;
 mod backend;
-mod config;
 mod health;
 mod json_columns;
 mod rpc;
@@ -23,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-pub use config::{
+pub use crate::config::{
     BackendConfig, Credential, GatewayConfig, GatewayDrain, Limits, SessionConfig, Timeouts,
     TlsConfig,
 };
@@ -54,7 +53,7 @@ pub struct Gateway {
     tasks: TaskTracker,
     service: Arc<Service>,
     health: Arc<health::GatewayHealth>,
-    drain: config::GatewayDrain,
+    drain: GatewayDrain,
 }
 
 impl Gateway {

@@ -8,6 +8,7 @@ use tracing::{debug, warn};
 
 use crate::api::pb::{self, RpcError, VtCode};
 use crate::api::{ApiError, Codec, Encoding};
+use crate::config::Limits;
 use crate::mysql::MysqlError;
 use crate::translate::errors::to_rpc_error;
 use crate::translate::rows::row_size;
@@ -15,7 +16,6 @@ use crate::translate::{bind, statement};
 
 use super::auth::Account;
 use super::backend::{self, BackendError, Flow, JsonLookup, Outcome, ResultSink, Summary};
-use super::config::Limits;
 use super::json_columns::JsonColumns;
 use super::sessions::{Lease, Refusal, Sessions};
 use super::stream::StreamSink;

@@ -9,10 +9,10 @@ use tracing::{info, warn};
 
 use crate::admin::Health;
 use crate::admin::metrics::{Encoder, metrics};
+use crate::config::DrainConfig;
 use crate::transport::HttpVersion;
 
 use super::Sidecar;
-use super::config::DrainConfig;
 
 /// How a drain ended; `main` turns it into the exit code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

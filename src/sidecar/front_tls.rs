@@ -12,10 +12,8 @@ use std::path::{Path, PathBuf};
 use tokio_rustls::TlsAcceptor;
 use tracing::info;
 
-use crate::config::ConfigError;
+use crate::config::{ConfigError, FrontTls};
 use crate::transport::tls::{Identity, SelfSigned, TlsError};
-
-use super::config::FrontTls;
 
 /// In [`FrontTls::auto_generate_dir`]: what clients may trust, and its key.
 /// The certificate is written last, so it marks a complete pair.

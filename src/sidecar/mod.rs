@@ -12,7 +12,6 @@
 //! - [`errors`]: every error the sidecar itself tells a client.
 
 mod command;
-pub mod config;
 pub mod connection;
 pub mod drain;
 pub mod errors;
@@ -42,7 +41,7 @@ use crate::mysql::packet::Packets;
 use crate::mysql::response;
 use crate::transport::tls;
 
-pub use config::SidecarConfig;
+pub use crate::config::SidecarConfig;
 use connection::Connection;
 pub use drain::Drained;
 use io::{Framed, Stream};
@@ -106,11 +105,12 @@ impl Sidecar {
             warn!("{warning}");
         }
         tls::install_crypto_provider();
-        let client =
-            Client::new(upstream_client_config(&config)?).map_err(|e| ConfigError::Invalid {
+        let client = Client::new(ClientConfig::from_upstream(&config.upstream)?).map_err(|e| {
+            ConfigError::Invalid {
                 key: "sidecar.upstream",
                 reason: e.to_string(),
-            })?;
+            }
+        })?;
         let front_tls = front_tls::acceptor(&config.tls, config.listen)?;
         let auth = auth_config(&config, front_tls.is_some())?;
         let plugin_follows_version = config.auth.plugin == "auto";
@@ -227,60 +227,6 @@ impl Sidecar {
             let _ = std::fs::remove_file(path);
         }
     }
-}
-
-/// The psdb client settings for `[sidecar.upstream]` (also what `myquic
-/// doctor` checks with).
-pub fn upstream_client_config(config: &SidecarConfig) -> Result<ClientConfig, ConfigError> {
-    let up = &config.upstream;
-    let (host, port) = config.upstream_authority()?;
-    let roots = match &up.ca {
-        Some(path) => tls::roots_from_pem(path).map_err(|e| ConfigError::Invalid {
-            key: "sidecar.upstream.ca",
-            reason: e.to_string(),
-        })?,
-        None => system_roots(),
-    };
-    let tls = tls::client_config(roots, &[]).map_err(|e| ConfigError::Invalid {
-        key: "sidecar.upstream",
-        reason: e.to_string(),
-    })?;
-    let authority = if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    };
-    let server_name = up.server_name.clone().unwrap_or(host);
-    let password = up.password.resolve("sidecar.upstream.password")?;
-    let mut c = ClientConfig::new(authority, server_name, tls, up.username.clone(), password);
-    c.transport = up.transport;
-    c.h3_handshake_timeout = up.h3_handshake_timeout;
-    c.probe_interval = up.probe_interval;
-    c.keep_alive = up.keep_alive;
-    c.idle_timeout = up.idle_timeout;
-    c.connect_timeout = up.connect_timeout;
-    c.compress_min_bytes = up.compress_min_bytes;
-    // Checked by `validate`.
-    c.accept_encodings = up
-        .compression
-        .iter()
-        .filter_map(|name| crate::api::Encoding::from_name(name))
-        .collect();
-    c.congestion = up.congestion;
-    c.tcp_congestion = up.tcp_congestion;
-    Ok(c)
-}
-
-/// The operating system's trusted CAs.
-fn system_roots() -> rustls::RootCertStore {
-    let mut roots = rustls::RootCertStore::empty();
-    let found = rustls_native_certs::load_native_certs();
-    for e in &found.errors {
-        warn!(error = %e, "reading system CA certificates");
-    }
-    let (added, _) = roots.add_parsable_certificates(found.certs);
-    debug!(added, "system CA certificates");
-    roots
 }
 
 /// Generating an RSA key takes long enough to stall a runtime worker (and
@@ -508,7 +454,10 @@ fn scopeguard(f: impl FnOnce()) -> impl Drop {
 async fn serve(stream: Box<dyn Stream>, secure: bool, shared: Arc<Shared>) {
     // Small packets until the client has logged in: nobody can make the
     // sidecar buffer max_allowed_packet without a password.
-    let mut io = Framed::new(stream, config::LOGIN_MAX_PACKET.min(shared.max_packet));
+    let mut io = Framed::new(
+        stream,
+        crate::config::LOGIN_MAX_PACKET.min(shared.max_packet),
+    );
     let metrics = crate::admin::metrics::metrics();
     let Some((_slot, login_slot)) = admit(&shared) else {
         metrics.client_connections_refused.inc();

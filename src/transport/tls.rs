@@ -37,6 +37,18 @@ pub struct Identity {
     pub key: PrivateKeyDer<'static>,
 }
 
+/// The operating system's trusted CAs.
+pub fn system_roots() -> rustls::RootCertStore {
+    let mut roots = rustls::RootCertStore::empty();
+    let found = rustls_native_certs::load_native_certs();
+    for e in &found.errors {
+        tracing::warn!(error = %e, "reading system CA certificates");
+    }
+    let (added, _) = roots.add_parsable_certificates(found.certs);
+    tracing::debug!(added, "system CA certificates");
+    roots
+}
+
 /// Installs `ring` as the process's crypto provider. Idempotent.
 pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();

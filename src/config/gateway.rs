@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::admin::AdminConfig;
-use crate::config::{ConfigError, Secret};
+use super::{AdminConfig, ConfigError, ConfigFile, Env, Secret, Section};
 use crate::transport::quic::Congestion;
 use crate::transport::tcp::TcpCongestion;
 
@@ -266,5 +265,28 @@ impl GatewayConfig {
             return invalid("gateway.timeouts", "timeouts must be positive");
         }
         Ok(())
+    }
+}
+
+impl Section for GatewayConfig {
+    fn section(file: ConfigFile) -> Self {
+        file.gateway
+    }
+
+    fn admin_mut(&mut self) -> &mut AdminConfig {
+        &mut self.admin
+    }
+
+    fn bind_secrets(&mut self, env: &Env) {
+        for cred in &mut self.credentials {
+            cred.password.bind(env);
+            if let Some(secret) = &mut cred.backend_password {
+                secret.bind(env);
+            }
+        }
+        if let Some(key) = &mut self.sessions.signing_key {
+            key.bind(env);
+        }
+        self.admin.bind_secrets(env);
     }
 }

@@ -6,13 +6,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::admin::AdminConfig;
+use super::{AdminConfig, ConfigError, ConfigFile, Env, Secret, Section, UpstreamConfig};
 use crate::api::Encoding;
-use crate::client::TransportPreference;
-use crate::client::defaults;
-use crate::config::{ConfigError, Secret};
-use crate::transport::quic::Congestion;
-use crate::transport::tcp::TcpCongestion;
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -138,48 +133,6 @@ pub struct LocalUser {
     pub password: Secret,
 }
 
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct UpstreamConfig {
-    /// The gateway (any psdb.v1alpha1 server): `https://host:port`.
-    pub url: String,
-    /// Name checked against the gateway's certificate; defaults to the
-    /// URL's host.
-    pub server_name: Option<String>,
-    /// CA certificates (PEM) to trust instead of the system roots.
-    pub ca: Option<PathBuf>,
-    /// The API credential (HTTP Basic), never taken from clients.
-    pub username: String,
-    pub password: Secret,
-    /// `auto` (HTTP/3, falling back to HTTP/2), `http3` or `http2`.
-    pub transport: TransportPreference,
-    /// QUIC handshake time before HTTP/2 is used instead.
-    #[serde(with = "humantime_serde")]
-    pub h3_handshake_timeout: Duration,
-    /// While on HTTP/2, how often HTTP/3 is tried again (jittered).
-    #[serde(with = "humantime_serde")]
-    pub probe_interval: Duration,
-    /// QUIC keep-alive, below NAT binding timeouts.
-    #[serde(with = "humantime_serde")]
-    pub keep_alive: Duration,
-    /// A QUIC connection silent this long is declared dead.
-    #[serde(with = "humantime_serde")]
-    pub idle_timeout: Duration,
-    /// How long a request waits for a connection to the gateway.
-    #[serde(with = "humantime_serde")]
-    pub connect_timeout: Duration,
-    /// Request bodies at least this large are compressed.
-    pub compress_min_bytes: usize,
-    /// Codecs offered for responses and used for requests (`zstd`,
-    /// `snappy`, `gzip`), most preferred first; empty: none.
-    pub compression: Vec<String>,
-    /// QUIC congestion controller: `bbr`, `cubic` or `newreno`.
-    pub congestion: Congestion,
-    /// TCP congestion controller of the HTTP/2 fallback (`bbr`, `cubic`,
-    /// `reno`, …); unset: the host's default.
-    pub tcp_congestion: Option<TcpCongestion>,
-}
-
 /// Largest packet accepted before a client has logged in: a handshake
 /// response with connect attributes, or an RSA-encrypted password, is a
 /// few hundred bytes. A larger one gets ERR 1153 and a close, unbuffered.
@@ -215,28 +168,6 @@ impl Default for AuthConfig {
     }
 }
 
-impl Default for UpstreamConfig {
-    fn default() -> Self {
-        Self {
-            url: String::new(),
-            server_name: None,
-            ca: None,
-            username: String::new(),
-            password: Secret::default(),
-            transport: TransportPreference::default(),
-            h3_handshake_timeout: defaults::H3_HANDSHAKE_TIMEOUT,
-            probe_interval: defaults::PROBE_INTERVAL,
-            keep_alive: defaults::KEEP_ALIVE,
-            idle_timeout: defaults::IDLE_TIMEOUT,
-            connect_timeout: defaults::CONNECT_TIMEOUT,
-            compress_min_bytes: defaults::COMPRESS_MIN_BYTES,
-            compression: vec!["zstd".into(), "snappy".into()],
-            congestion: Congestion::default(),
-            tcp_congestion: None,
-        }
-    }
-}
-
 impl SidecarConfig {
     /// Checks what serde cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -259,7 +190,7 @@ impl SidecarConfig {
                 "required: the gateway, e.g. https://gateway.example:443",
             ));
         }
-        self.upstream_authority()?;
+        self.upstream.authority()?;
         if self.upstream.username.is_empty() {
             return Err(invalid(
                 "sidecar.upstream.username",
@@ -328,54 +259,29 @@ impl SidecarConfig {
         }
         warnings
     }
+}
 
-    /// `host:port` of the gateway, from `upstream.url`.
-    pub fn upstream_authority(&self) -> Result<(String, u16), ConfigError> {
-        let invalid = |reason: String| ConfigError::Invalid {
-            key: "sidecar.upstream.url",
-            reason,
-        };
-        let rest = self
-            .upstream
-            .url
-            .strip_prefix("https://")
-            .ok_or_else(|| invalid("must start with https:// (TLS is always on)".into()))?;
-        let authority = rest.split('/').next().unwrap_or_default();
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((host, port)) if !host.ends_with(':') && !port.contains(']') => (
-                host,
-                port.parse::<u16>()
-                    .map_err(|_| invalid(format!("bad port {port:?}")))?,
-            ),
-            _ => (authority, 443),
-        };
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        if host.is_empty() {
-            return Err(invalid("no host".into()));
+impl Section for SidecarConfig {
+    fn section(file: ConfigFile) -> Self {
+        file.sidecar
+    }
+
+    fn admin_mut(&mut self) -> &mut AdminConfig {
+        &mut self.admin
+    }
+
+    fn bind_secrets(&mut self, env: &Env) {
+        self.upstream.password.bind(env);
+        for user in &mut self.auth.users {
+            user.password.bind(env);
         }
-        Ok((host.to_string(), port))
+        self.admin.bind_secrets(env);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn gateway_urls() {
-        let mut c = SidecarConfig::default();
-        for (url, host, port) in [
-            ("https://gw.example:8443", "gw.example", 8443),
-            ("https://gw.example", "gw.example", 443),
-            ("https://[::1]:9000/", "::1", 9000),
-            ("https://10.0.0.1:443", "10.0.0.1", 443),
-        ] {
-            c.upstream.url = url.into();
-            assert_eq!(c.upstream_authority().unwrap(), (host.to_string(), port));
-        }
-        c.upstream.url = "http://gw.example".into();
-        assert!(c.upstream_authority().is_err());
-    }
 
     fn valid() -> SidecarConfig {
         let mut c = SidecarConfig::default();
