@@ -26,6 +26,8 @@ pub struct Options {
     pub tcp: bool,
     /// Serve TLS with these PEM files.
     pub tls: Option<TlsFiles>,
+    /// More `mariadbd` options (`--performance-schema`, …).
+    pub args: Vec<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -175,6 +177,7 @@ impl MariaDb {
                 .arg(format!("--ssl-cert={}", tls.cert.display()))
                 .arg(format!("--ssl-key={}", tls.key.display()));
         }
+        cmd.args(&options.args);
         if is_root() {
             cmd.arg("--user=root");
         }
