@@ -186,48 +186,63 @@ async fn go_sql_driver_tests_end_the_same_through_the_sidecar() {
         .ok()
         .filter(|v| !v.is_empty());
     let only = only.as_deref();
-    let t = Instant::now();
-    let direct = run(
-        &test_binary,
-        &package_dir,
-        &work.join("direct.json"),
-        port,
-        DIRECT_PASSWORD,
-        only,
-    )
-    .await;
-    let direct_time = t.elapsed();
-    let t = Instant::now();
-    let via = run(
-        &test_binary,
-        &package_dir,
-        &work.join("sidecar.json"),
-        sidecar.addr().port(),
-        SIDECAR_PASSWORD,
-        only,
-    )
-    .await;
-    let via_time = t.elapsed();
+    // Both runs at once, each in a database of its own (the driver's
+    // tests create and drop tables such as `test`): directly in `app2`,
+    // through the sidecar in `app` (the gateway credential's own).
+    let (direct_log, via_log) = (work.join("direct.json"), work.join("sidecar.json"));
+    let ((direct, direct_time), (via, via_time)) = tokio::join!(
+        run(
+            &test_binary,
+            &package_dir,
+            &direct_log,
+            Target {
+                port,
+                password: DIRECT_PASSWORD,
+                database: "app2",
+            },
+            only,
+        ),
+        run(
+            &test_binary,
+            &package_dir,
+            &via_log,
+            Target {
+                port: sidecar.addr().port(),
+                password: SIDECAR_PASSWORD,
+                database: "app",
+            },
+            only,
+        ),
+    );
     sidecar.shutdown().await;
 
-    eprintln!(
-        "{MODULE} {version}: its own tests (logs in {})",
+    // The summary goes to the process's stderr itself, not through the
+    // test harness's capture: CI's log shows it when the test passes too.
+    let mut summary = format!(
+        "driver suite: {MODULE} {version}'s own tests (go test -json output in {})\n",
         work.display()
     );
-    eprintln!("  direct:  {} ({direct_time:.1?})", counts(&direct));
-    eprintln!("  sidecar: {} ({via_time:.1?})", counts(&via));
-    for (target, results) in [("direct", &direct), ("sidecar", &via)] {
-        let failed: Vec<&str> = results
+    for (target, results, time) in [
+        ("direct ", &direct, direct_time),
+        ("sidecar", &via, via_time),
+    ] {
+        let failed: BTreeSet<&str> = results
             .iter()
             .filter(|(_, o)| **o == Outcome::Fail)
-            .map(|(name, _)| name.as_str())
+            .map(|(name, _)| name.split('/').next().unwrap())
             .collect();
-        eprintln!("  failed {target}: {}", failed.join(" "));
+        let failed: Vec<&str> = failed.into_iter().collect();
+        summary.push_str(&format!(
+            "  {target}: {} in {time:.1?}; failed: {}\n",
+            counts(results),
+            failed.join(" ")
+        ));
     }
-    eprintln!(
-        "  total {:.1?}, of which fetching and building the tests {built:.1?}",
+    summary.push_str(&format!(
+        "  {:.1?} in all, of which fetching and building the tests {built:.1?}\n",
         started.elapsed()
-    );
+    ));
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), summary.as_bytes());
 
     // Not a test that cannot fail: the direct run must really have reached
     // the server (the suite skips every database test when it cannot).
@@ -262,12 +277,6 @@ async fn go_sql_driver_tests_end_the_same_through_the_sidecar() {
     }
     for e in EXPECTED {
         let seen = explained.get(e.test).map_or(&[][..], Vec::as_slice);
-        eprintln!(
-            "  expected difference, {}: {} ({})",
-            e.test,
-            seen.join(" "),
-            e.why
-        );
         if seen.len() != e.count && (only.is_none() || !seen.is_empty()) {
             unexpected.push(format!(
                 "{}: expected {} test(s) to end {} directly and {} through the sidecar ({}), \
@@ -381,16 +390,23 @@ async fn start_sidecar(stack: &Stack) -> Sidecar {
     sidecar
 }
 
-/// One run of the driver's tests against 127.0.0.1:`port`, its `go test
-/// -json` output saved to `log`.
+/// Where one run's tests connect (as `app`, on 127.0.0.1).
+struct Target {
+    port: u16,
+    password: &'static str,
+    database: &'static str,
+}
+
+/// One run of the driver's tests against `target`, its `go test -json`
+/// output saved to `log`; and how long it took.
 async fn run(
     binary: &Path,
     package: &Path,
     log: &Path,
-    port: u16,
-    password: &str,
+    target: Target,
     only: Option<&str>,
-) -> Results {
+) -> (Results, Duration) {
+    let started = Instant::now();
     let skip = NOT_RUN
         .iter()
         .map(|(name, _)| format!("^{name}$"))
@@ -408,10 +424,10 @@ async fn run(
         ])
         .current_dir(package)
         .env("MYSQL_TEST_USER", "app")
-        .env("MYSQL_TEST_PASS", password)
+        .env("MYSQL_TEST_PASS", target.password)
         .env("MYSQL_TEST_PROT", "tcp")
-        .env("MYSQL_TEST_ADDR", format!("127.0.0.1:{port}"))
-        .env("MYSQL_TEST_DBNAME", "app")
+        .env("MYSQL_TEST_ADDR", format!("127.0.0.1:{}", target.port))
+        .env("MYSQL_TEST_DBNAME", target.database)
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .output();
@@ -427,7 +443,7 @@ async fn run(
         log.display(),
         String::from_utf8_lossy(&out.stderr)
     );
-    results
+    (results, started.elapsed())
 }
 
 /// `go test -json`: the last pass/fail/skip event of each test.
