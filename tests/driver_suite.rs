@@ -215,6 +215,15 @@ async fn go_sql_driver_tests_end_the_same_through_the_sidecar() {
         ),
     );
     sidecar.shutdown().await;
+    // Both runs share MariaDB's max_connections (151): how close they came.
+    let peak: Option<(String, u32)> = {
+        use mysql_async::prelude::Queryable;
+        let mut root = mysql_async::Conn::new(stack.db.root_opts()).await.unwrap();
+        root.query_first("SHOW GLOBAL STATUS LIKE 'Max_used_connections'")
+            .await
+            .unwrap()
+    };
+    let peak = peak.map_or(0, |(_, n)| n);
 
     // The summary goes to the process's stderr itself, not through the
     // test harness's capture: CI's log shows it when the test passes too.
@@ -239,7 +248,8 @@ async fn go_sql_driver_tests_end_the_same_through_the_sidecar() {
         ));
     }
     summary.push_str(&format!(
-        "  {:.1?} in all, of which fetching and building the tests {built:.1?}\n",
+        "  {:.1?} in all, of which fetching and building the tests {built:.1?}; \
+         at most {peak} connections to MariaDB at once\n",
         started.elapsed()
     ));
     let _ = std::io::Write::write_all(&mut std::io::stderr(), summary.as_bytes());
