@@ -64,24 +64,24 @@ const EXPECTED: &[Expected] = &[
         count: 4,
         direct: Outcome::Pass,
         sidecar: Outcome::Fail,
-        why: "LOAD DATA LOCAL INFILE is refused with 1148: the client's file cannot \
-              travel through the psdb API (README, Known limits)",
+        why: "limit: LOAD DATA LOCAL INFILE is refused with 1148, the client's file \
+              cannot travel through the psdb API (README, Known limits)",
     },
     Expected {
         test: "TestLongData",
         count: 4,
         direct: Outcome::Pass,
         sidecar: Outcome::Fail,
-        why: "a statement as long as the backend's max_allowed_packet (which the \
-              sidecar reports: 64 MiB here, of which the test sends 32 MiB) exceeds the \
-              gateway's limits.max_request_bytes (16 MiB): 1153 (issue 12, item 4)",
+        why: "bug (issue 12, item 4): a statement as long as the backend's \
+              max_allowed_packet (which the sidecar reports: 64 MiB here, of which the test \
+              sends 32 MiB) exceeds the gateway's limits.max_request_bytes (16 MiB): 1153",
     },
     Expected {
         test: "TestTLS",
         count: 7,
         direct: Outcome::Pass,
         sidecar: Outcome::Fail,
-        why: "SHOW STATUS LIKE 'Ssl_cipher' over TLS to the sidecar answers the \
+        why: "bug: SHOW STATUS LIKE 'Ssl_cipher' over TLS to the sidecar answers the \
               backend session's (the gateway's unix-socket connection: empty), not the \
               client connection's cipher (the tls=skip-verify and custom TLS config runs, \
               #01 and #02 of each of the 3 DSNs)",
@@ -91,9 +91,9 @@ const EXPECTED: &[Expected] = &[
         count: 1,
         direct: Outcome::Pass,
         sidecar: Outcome::Fail,
-        why: "the client's connection attributes stay at the sidecar: the psdb API has \
-              no field for them, and performance_schema shows the gateway's pooled backend \
-              connection's (README, Known limits)",
+        why: "limit: the client's connection attributes stay at the sidecar, the psdb \
+              API has no field for them; performance_schema shows the gateway's pooled \
+              backend connection's (README, Known limits)",
     },
     Expected {
         test: "TestContextCancelExec/default",
@@ -130,8 +130,8 @@ const EXPECTED: &[Expected] = &[
 /// row is there, as the test expects), the sidecar resets the request's
 /// stream and the gateway kills the statement (README, Cancel: no row; the
 /// test then skips with "[WARN] expected val to be 1, got 0").
-const CANCEL: &str = "a client that hangs up mid-statement has the statement killed through the \
-                      sidecar (README: Cancel); MariaDB lets it finish";
+const CANCEL: &str = "design choice: a client that hangs up mid-statement has the statement \
+                      killed through the sidecar (README: Cancel); MariaDB lets it finish";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Outcome {
