@@ -305,10 +305,11 @@ async fn start_default_sidecar(servers: &Servers, version: Option<&str>) -> Side
 /// CA), and the gateway in front of it.
 async fn start_servers() -> Arc<Servers> {
     let dir = tempfile::tempdir().unwrap();
-    let tls = tls_files(dir.path());
+    let tls = TlsFiles::generate(dir.path());
     let db = MariaDb::start_with(Options {
         tcp: true,
         tls: Some(tls.clone()),
+        ..Default::default()
     })
     .await;
     let stack = Stack::start_on(db, |_| {}).await;
@@ -768,43 +769,4 @@ fn check_readme(table: &str) -> Option<String> {
          MQ_MATRIX_WRITE_README=1 cargo test --test matrix"
             .into(),
     )
-}
-
-/// A CA and a server certificate for `localhost` / 127.0.0.1 signed by it,
-/// for MariaDB and the sidecar's client-facing TLS alike (clients verify
-/// both against `MQ_TLS_CA`).
-fn tls_files(dir: &Path) -> TlsFiles {
-    use rcgen::{
-        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
-        KeyPair, KeyUsagePurpose,
-    };
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(DnType::CommonName, "myquic matrix test CA");
-    ca.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca_cert = ca.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca, ca_key);
-    let key = KeyPair::generate().unwrap();
-    let mut leaf = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
-    leaf.distinguished_name
-        .push(DnType::CommonName, "localhost");
-    leaf.use_authority_key_identifier_extension = true;
-    leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let cert = leaf.signed_by(&key, &issuer).unwrap();
-    let files = TlsFiles {
-        ca: dir.join("ca.pem"),
-        cert: dir.join("server.pem"),
-        key: dir.join("server-key.pem"),
-    };
-    std::fs::write(&files.ca, ca_cert.pem()).unwrap();
-    std::fs::write(&files.cert, cert.pem()).unwrap();
-    std::fs::write(&files.key, key.serialize_pem()).unwrap();
-    files
 }

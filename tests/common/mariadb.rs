@@ -26,6 +26,8 @@ pub struct Options {
     pub tcp: bool,
     /// Serve TLS with these PEM files.
     pub tls: Option<TlsFiles>,
+    /// More `mariadbd` options (`--performance-schema`, …).
+    pub args: Vec<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -175,6 +177,7 @@ impl MariaDb {
                 .arg(format!("--ssl-cert={}", tls.cert.display()))
                 .arg(format!("--ssl-key={}", tls.key.display()));
         }
+        cmd.args(&options.args);
         if is_root() {
             cmd.arg("--user=root");
         }
@@ -244,5 +247,47 @@ impl Drop for MariaDb {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+impl TlsFiles {
+    /// A CA and a server certificate for `localhost` / 127.0.0.1 signed by it,
+    /// for MariaDB and the sidecar's client-facing TLS alike (clients verify
+    /// both against `MQ_TLS_CA`).
+    pub fn generate(dir: &Path) -> Self {
+        use rcgen::{
+            BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+            KeyPair, KeyUsagePurpose,
+        };
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(DnType::CommonName, "myquic matrix test CA");
+        ca.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let ca_cert = ca.self_signed(&ca_key).unwrap();
+        let issuer = Issuer::new(ca, ca_key);
+        let key = KeyPair::generate().unwrap();
+        let mut leaf =
+            CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+        leaf.distinguished_name
+            .push(DnType::CommonName, "localhost");
+        leaf.use_authority_key_identifier_extension = true;
+        leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let cert = leaf.signed_by(&key, &issuer).unwrap();
+        let files = Self {
+            ca: dir.join("ca.pem"),
+            cert: dir.join("server.pem"),
+            key: dir.join("server-key.pem"),
+        };
+        std::fs::write(&files.ca, ca_cert.pem()).unwrap();
+        std::fs::write(&files.cert, cert.pem()).unwrap();
+        std::fs::write(&files.key, key.serialize_pem()).unwrap();
+        files
     }
 }
