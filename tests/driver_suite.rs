@@ -29,7 +29,7 @@ use tokio::process::Command;
 use common::Stack;
 use common::mariadb::{MariaDb, Options, TlsFiles};
 use myquic::config::Secret;
-use myquic::sidecar::config::LocalUser;
+use myquic::config::LocalUser;
 use myquic::sidecar::{Sidecar, SidecarConfig};
 
 const MODULE: &str = "github.com/go-sql-driver/mysql";
