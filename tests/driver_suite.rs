@@ -28,8 +28,8 @@ use tokio::process::Command;
 
 use common::Stack;
 use common::mariadb::{MariaDb, Options, TlsFiles};
-use myquic::config::Secret;
 use myquic::config::LocalUser;
+use myquic::config::Secret;
 use myquic::sidecar::{Sidecar, SidecarConfig};
 
 const MODULE: &str = "github.com/go-sql-driver/mysql";

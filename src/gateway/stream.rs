@@ -180,6 +180,11 @@ impl ResultSink for StreamSink {
         self.pending.push(row);
         if self.pending_bytes >= self.target {
             self.flush().await;
+            // A full batch goes out now, however well it compressed: the
+            // target counts the rows' bytes, and a result of repetitive
+            // values would otherwise be held to its end (no first byte,
+            // and no sign of a client that went away, until then).
+            self.push().await;
         }
         if self.closed {
             Flow::Discard
@@ -235,5 +240,34 @@ mod tests {
         assert_eq!(chunks(false, 256 << 10).await, vec![3, 2]);
         // A chunk never grows much past the target.
         assert_eq!(chunks(true, 1).await, vec![1, 1, 1, 1, 1]);
+    }
+
+    /// Rows that compress to almost nothing still go out batch by batch,
+    /// not all at the end of the statement.
+    #[tokio::test]
+    async fn compressible_rows_stream_batch_by_batch() {
+        let (tx, mut rx) = mpsc::channel(64);
+        let target = 64 << 10;
+        let mut sink = StreamSink::new(Codec::Proto, Encoding::Zstd, 1024, target, tx);
+        sink.fields(vec![pb::Field::default()]).await;
+        let value = vec![b'x'; 1000];
+        for batch in 1..=3 {
+            for _ in 0..(target / 1000 + 1) {
+                sink.row(pb::Row {
+                    lengths: vec![1000],
+                    values: value.clone().into(),
+                })
+                .await;
+            }
+            let mut sent = 0;
+            while let Ok(chunk) = rx.try_recv() {
+                sent += chunk.len();
+            }
+            assert!(sent > 0, "batch {batch} was held back");
+            assert!(
+                sent < target / 8,
+                "batch {batch} was not compressed: {sent} bytes"
+            );
+        }
     }
 }

@@ -421,10 +421,15 @@ impl Connection {
 
     /// Runs one statement (or multi-statement) as a `StreamExecute`,
     /// writing rows to the client as they arrive (or, with a cursor,
-    /// keeping the stream for `COM_STMT_FETCH`). A client that hangs up,
-    /// or a `KILL QUERY` from another connection, cancels it upstream
-    /// (dropping the stream resets it, and the gateway kills the
-    /// statement at the backend).
+    /// keeping the stream for `COM_STMT_FETCH`). A `KILL QUERY` from
+    /// another connection cancels it upstream (dropping the stream resets
+    /// it, and the gateway kills the statement at the backend).
+    ///
+    /// A client that hangs up is treated as MariaDB treats it: the server
+    /// notices only when it writes to the socket, so a statement runs on
+    /// (an autocommit write commits) until its answer outgrows the network
+    /// buffer. The sidecar reads on likewise, discarding, and cancels the
+    /// statement once its answer reaches [`WRITE_CHUNK`] bytes.
     async fn execute(&mut self, statement: Execute, out: &mut Packets) -> Next {
         let Execute {
             sql,
@@ -443,31 +448,37 @@ impl Connection {
             Err(e) => return self.core.call_failed(&e, exec.was_in_transaction(), out),
         };
         let handle = self.registration.handle.clone();
+        let mut hung_up = false;
         loop {
-            // Biased: a connection killed (or cut by the drain) while
-            // its statement is also cancelled answers as killed, the
-            // same every time.
-            let next = tokio::select! {
-                biased;
-                () = handle.kill.notified() => {
-                    if handle.is_cut() {
-                        // Dropping the stream kills the statement; the
-                        // session is closed (rolled back) after the loop.
-                        drop(stream);
-                        self.core.execution_stopped(exec, &errors::shutdown_in_progress(), out);
+            // The read of the next message is kept across a hang-up (it
+            // is not cancel-safe: a half-read message would be lost).
+            let next = {
+                let pending = stream.next();
+                tokio::pin!(pending);
+                loop {
+                    // Biased: a connection killed (or cut by the drain) while
+                    // its statement is also cancelled answers as killed, the
+                    // same every time. Returning drops the stream, which
+                    // kills the statement upstream; the session is closed
+                    // (rolled back) after the command loop.
+                    tokio::select! {
+                        biased;
+                        () = handle.kill.notified() => {
+                            if handle.is_cut() {
+                                self.core.execution_stopped(exec, &errors::shutdown_in_progress(), out);
+                            }
+                            return Next::Close;
+                        }
+                        () = handle.cancel_query.notified() => {
+                            self.core.execution_stopped(exec, &errors::interrupted(), out);
+                            return Next::Continue;
+                        }
+                        _ = self.io.hangup(), if !hung_up => {
+                            hung_up = true;
+                        }
+                        m = &mut pending => break m,
                     }
-                    return Next::Close;
                 }
-                () = handle.cancel_query.notified() => {
-                    drop(stream);
-                    self.core.execution_stopped(exec, &errors::interrupted(), out);
-                    return Next::Continue;
-                }
-                _ = self.io.hangup() => {
-                    // Dropping the stream cancels the statement upstream.
-                    return Next::Close;
-                }
-                m = stream.next() => m,
             };
             match next {
                 Ok(Some(reply)) => match self.core.on_reply(&mut exec, reply, out) {
@@ -478,11 +489,13 @@ impl Connection {
                 Ok(None) => break,
                 Err(e) => return self.core.execution_failed(exec, &e, out),
             }
-            if out.buf.len() >= WRITE_CHUNK && self.io.write(out).await.is_err() {
+            if out.buf.len() >= WRITE_CHUNK && (hung_up || self.io.write(out).await.is_err()) {
+                // Dropping the stream cancels the statement upstream.
                 return Next::Close;
             }
         }
-        self.core.finish_execution(exec, out)
+        let next = self.core.finish_execution(exec, out);
+        if hung_up { Next::Close } else { next }
     }
 
     /// Open cursors hold the session's stream: before a command that
