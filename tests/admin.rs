@@ -9,7 +9,8 @@
 //! - `probes_metrics_and_quitquitquit`: `myquic wait` returns once ready;
 //!   the request counter rises by exactly the number of queries, the byte
 //!   counters and latency histogram move, the connection gauge follows the
-//!   clients; `/quitquitquit` (POST only) drains an idle sidecar: exit 0.
+//!   clients, every metric the sidecar declares is on the page;
+//!   `/quitquitquit` (POST only) drains an idle sidecar: exit 0.
 //! - `sidecar_quitquitquit_with_a_token`: with `admin.quit_token` set,
 //!   `/quitquitquit` is 401 without the bearer token and drains with it.
 //! - `udp_blocked_shows_in_the_metrics`: with UDP cut the transport gauge
@@ -26,7 +27,8 @@
 //!   sidecar's info-level log.
 //! - `gateway_drain_http3` / `_http2`: unready when the drain begins; a long statement in
 //!   flight finishes and is delivered; an open transaction is rolled back;
-//!   its admin endpoint serves /ready and /metrics.
+//!   its admin endpoint serves /ready and /metrics, with every metric
+//!   the gateway declares.
 
 mod common;
 
@@ -277,6 +279,16 @@ async fn probes_metrics_and_quitquitquit() {
 
     let before = sidecar.metrics().await;
     assert_eq!(before.value("myquic_ready"), 1.0);
+    let declared = myquic::admin::metrics::metrics();
+    for metric in declared
+        .sidecar
+        .all()
+        .into_iter()
+        .chain(declared.upstream.all())
+    {
+        let help = format!("# HELP {} ", metric.name());
+        assert!(before.0.contains(&help), "{help:?} missing: {}", before.0);
+    }
     assert_eq!(
         before.value("myquic_upstream_transport{version=\"h3\"}"),
         1.0
@@ -632,6 +644,13 @@ async fn gateway_drain(transport: myquic::client::TransportPreference, label: &s
         .unwrap();
     assert!(in_tx.message.error.is_none());
     let metrics_page = get(admin.addr, "/metrics").await.unwrap().1;
+    for metric in myquic::admin::metrics::metrics().gateway.all() {
+        let help = format!("# HELP {} ", metric.name());
+        assert!(
+            metrics_page.contains(&help),
+            "{help:?} missing: {metrics_page}"
+        );
+    }
     assert!(
         metrics_page.contains(&format!(
             "myquic_gateway_requests_total{{method=\"Execute\",transport=\"{label}\",outcome=\"ok\"}}"

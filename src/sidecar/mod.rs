@@ -509,7 +509,7 @@ async fn serve(stream: Box<dyn Stream>, secure: bool, shared: Arc<Shared>) {
     // Small packets until the client has logged in: nobody can make the
     // sidecar buffer max_allowed_packet without a password.
     let mut io = Framed::new(stream, config::LOGIN_MAX_PACKET.min(shared.max_packet));
-    let metrics = crate::admin::metrics::metrics();
+    let metrics = &crate::admin::metrics::metrics().sidecar;
     let Some((_slot, login_slot)) = admit(&shared) else {
         metrics.client_connections_refused.inc();
         // What MySQL sends instead of a greeting when it is full.
