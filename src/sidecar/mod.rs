@@ -3,12 +3,16 @@
 //! connection to a gateway (HTTP/2 while UDP does not get through).
 //!
 //! - [`login`]: the handshake, completed locally (no upstream round trip);
-//! - [`command`]: the command phase as a state machine without I/O: every
+//! - `command`: the command phase as a state machine without I/O: every
 //!   answer's rules, MySQL commands → psdb requests;
 //! - [`connection`]: that phase on a socket: reads commands, makes the
 //!   upstream calls the core names, cancels on hang-up and `KILL`;
+//! - [`io`]: a client's socket as MySQL packets;
+//! - [`front_tls`]: TLS toward local clients;
 //! - [`session`]: the psdb session each client connection owns;
 //! - [`registry`]: live connections by id, for `KILL`;
+//! - [`drain`]: the graceful shutdown, and the health and metrics the
+//!   admin endpoint reports;
 //! - [`errors`]: every error the sidecar itself tells a client.
 
 mod command;
