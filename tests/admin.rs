@@ -9,7 +9,8 @@
 //! - `probes_metrics_and_quitquitquit`: `myquic wait` returns once ready;
 //!   the request counter rises by exactly the number of queries, the byte
 //!   counters and latency histogram move, the connection gauge follows the
-//!   clients; `/quitquitquit` (POST only) drains an idle sidecar: exit 0.
+//!   clients, every metric the sidecar declares is on the page;
+//!   `/quitquitquit` (POST only) drains an idle sidecar: exit 0.
 //! - `sidecar_quitquitquit_with_a_token`: with `admin.quit_token` set,
 //!   `/quitquitquit` is 401 without the bearer token and drains with it.
 //! - `udp_blocked_shows_in_the_metrics`: with UDP cut the transport gauge
@@ -26,172 +27,19 @@
 //!   sidecar's info-level log.
 //! - `gateway_drain_http3` / `_http2`: unready when the drain begins; a long statement in
 //!   flight finishes and is delivered; an open transaction is rolled back;
-//!   its admin endpoint serves /ready and /metrics.
+//!   its admin endpoint serves /ready and /metrics, with every metric
+//!   the gateway declares.
 
 mod common;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::netns::{Block, NetNs};
-use common::sidecar_child::{self, Child, LOCAL_PASSWORD, LOCAL_USER};
+use common::sidecar_child::{SidecarChild as Sidecar, free_port};
 use common::{MariaDb, PASSWORD, USER};
 use myquic::admin::wait::get;
 use mysql_async::prelude::Queryable;
-
-/// A TCP port nobody listens on right now.
-fn free_port(ip: std::net::IpAddr) -> u16 {
-    std::net::TcpListener::bind((ip, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// `myquic sidecar` as a child process with its admin endpoint at
-/// `admin`, its log in a file (printed if the test fails).
-struct Sidecar {
-    child: Child,
-    admin: SocketAddr,
-    socket: PathBuf,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Sidecar {
-    fn spawn(ns: Option<&NetNs>, gateway: SocketAddr, ca: &Path, extra: &str) -> Self {
-        Self::spawn_logging(ns, gateway, ca, extra, "info")
-    }
-
-    fn spawn_logging(
-        ns: Option<&NetNs>,
-        gateway: SocketAddr,
-        ca: &Path,
-        extra: &str,
-        log_filter: &str,
-    ) -> Self {
-        let admin_ip = ns.map_or([127, 0, 0, 1].into(), |ns| ns.ns_addr().into());
-        let admin = SocketAddr::new(admin_ip, free_port([127, 0, 0, 1].into()));
-        let extra =
-            format!("connect_timeout = \"2s\"\n[sidecar.admin]\nlisten = \"{admin}\"\n{extra}");
-        let c = sidecar_child::spawn(ns, gateway, ca, &extra, Some(log_filter));
-        Self {
-            child: c.child,
-            admin,
-            socket: c.socket,
-            log: c.log,
-            _dir: c.dir,
-        }
-    }
-
-    /// Spawns it and waits (with `myquic wait`) until it is ready.
-    async fn ready(ns: Option<&NetNs>, gateway: SocketAddr, ca: &Path, extra: &str) -> Self {
-        let sidecar = Self::spawn(ns, gateway, ca, extra);
-        sidecar.wait_ready().await;
-        sidecar
-    }
-
-    async fn wait_ready(&self) {
-        let status = self.wait_command("20s").status().await.unwrap();
-        assert!(status.success(), "myquic wait: {status}");
-    }
-
-    fn wait_command(&self, timeout: &str) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_myquic"));
-        cmd.args([
-            "wait",
-            "--admin",
-            &self.admin.to_string(),
-            "--timeout",
-            timeout,
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-        cmd
-    }
-
-    async fn get(&self, path: &str) -> (u16, String) {
-        tokio::time::timeout(Duration::from_secs(5), get(self.admin, path))
-            .await
-            .unwrap_or_else(|_| panic!("GET {path}: no answer"))
-            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
-    }
-
-    async fn metrics(&self) -> Metrics {
-        let (status, text) = self.get("/metrics").await;
-        assert_eq!(status, 200, "{text}");
-        Metrics(text)
-    }
-
-    fn signal(&mut self, name: &str) {
-        let pid = self.child.inner().id().to_string();
-        let status = std::process::Command::new("kill")
-            .args([&format!("-{name}"), &pid])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    /// The exit code, waiting up to `within`.
-    async fn exit_code(&mut self, within: Duration) -> Option<i32> {
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.inner().try_wait().unwrap() {
-                return status.code();
-            }
-            assert!(
-                start.elapsed() < within,
-                "the sidecar did not exit within {within:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    fn opts(&self) -> mysql_async::Opts {
-        mysql_async::OptsBuilder::default()
-            .ip_or_hostname("localhost")
-            .socket(Some(self.socket.to_string_lossy().into_owned()))
-            .prefer_socket(true)
-            .user(Some(LOCAL_USER))
-            .pass(Some(LOCAL_PASSWORD))
-            .db_name(Some("app"))
-            .into()
-    }
-
-    async fn connect(&self) -> mysql_async::Conn {
-        tokio::time::timeout(Duration::from_secs(10), mysql_async::Conn::new(self.opts()))
-            .await
-            .expect("connecting: no answer")
-            .expect("a connection through the sidecar")
-    }
-}
-
-impl Drop for Sidecar {
-    fn drop(&mut self) {
-        let _ = self.child.inner().kill();
-        let _ = self.child.inner().wait();
-        if std::thread::panicking() {
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            eprintln!("--- sidecar log\n{log}");
-        }
-    }
-}
-
-/// A scraped `/metrics` page.
-struct Metrics(String);
-
-impl Metrics {
-    /// The value of the series `name{labels}` (exactly), 0 if absent.
-    fn value(&self, series: &str) -> f64 {
-        self.0
-            .lines()
-            .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
-            .map_or(0.0, |v| v.parse().unwrap())
-    }
-}
 
 async fn root(db: &MariaDb) -> mysql_async::Conn {
     mysql_async::Conn::new(db.root_opts())
@@ -246,7 +94,7 @@ async fn readiness_waits_for_the_gateway() {
     std::fs::write(&ca, certified.cert.pem()).unwrap();
     // Nothing listens there.
     let nowhere = SocketAddr::from(([127, 0, 0, 1], free_port([127, 0, 0, 1].into())));
-    let sidecar = Sidecar::spawn(None, nowhere, &ca, "");
+    let sidecar = Sidecar::with_admin(None, nowhere, &ca, "", "info");
     let start = Instant::now();
     let out = sidecar.wait_command("1s").output().await.unwrap();
     assert_eq!(out.status.code(), Some(1), "myquic wait fails on timeout");
@@ -277,6 +125,16 @@ async fn probes_metrics_and_quitquitquit() {
 
     let before = sidecar.metrics().await;
     assert_eq!(before.value("myquic_ready"), 1.0);
+    let declared = myquic::admin::metrics::metrics();
+    for metric in declared
+        .sidecar
+        .all()
+        .into_iter()
+        .chain(declared.upstream.all())
+    {
+        let help = format!("# HELP {} ", metric.name());
+        assert!(before.0.contains(&help), "{help:?} missing: {}", before.0);
+    }
     assert_eq!(
         before.value("myquic_upstream_transport{version=\"h3\"}"),
         1.0
@@ -349,7 +207,7 @@ async fn probes_metrics_and_quitquitquit() {
 
     // No client left: /quitquitquit drains at once and exits cleanly.
     assert_eq!(
-        post(sidecar.admin, "/quitquitquit").await,
+        post(sidecar.admin(), "/quitquitquit").await,
         "HTTP/1.1 200 OK"
     );
     assert_eq!(sidecar.exit_code(Duration::from_secs(10)).await, Some(0));
@@ -367,14 +225,14 @@ async fn sidecar_quitquitquit_with_a_token() {
     let mut sidecar = Sidecar::ready(None, stack.addr(), &stack.cert, &extra).await;
     for wrong in [None, Some("Bearer nope"), Some("t0ken")] {
         assert_eq!(
-            post_with(sidecar.admin, "/quitquitquit", wrong).await,
+            post_with(sidecar.admin(), "/quitquitquit", wrong).await,
             "HTTP/1.1 401 Unauthorized",
             "{wrong:?}"
         );
     }
     assert_eq!(sidecar.get("/ready").await.0, 200, "still serving");
     assert_eq!(
-        post_with(sidecar.admin, "/quitquitquit", Some("Bearer t0ken")).await,
+        post_with(sidecar.admin(), "/quitquitquit", Some("Bearer t0ken")).await,
         "HTTP/1.1 200 OK"
     );
     assert_eq!(sidecar.exit_code(Duration::from_secs(10)).await, Some(0));
@@ -632,6 +490,13 @@ async fn gateway_drain(transport: myquic::client::TransportPreference, label: &s
         .unwrap();
     assert!(in_tx.message.error.is_none());
     let metrics_page = get(admin.addr, "/metrics").await.unwrap().1;
+    for metric in myquic::admin::metrics::metrics().gateway.all() {
+        let help = format!("# HELP {} ", metric.name());
+        assert!(
+            metrics_page.contains(&help),
+            "{help:?} missing: {metrics_page}"
+        );
+    }
     assert!(
         metrics_page.contains(&format!(
             "myquic_gateway_requests_total{{method=\"Execute\",transport=\"{label}\",outcome=\"ok\"}}"
@@ -719,7 +584,7 @@ async fn trace_id_joins_the_logs() {
         .with_ansi(false)
         .try_init();
     let stack = common::Stack::start().await;
-    let sidecar = Sidecar::spawn_logging(None, stack.addr(), &stack.cert, "", "myquic=debug");
+    let sidecar = Sidecar::with_admin(None, stack.addr(), &stack.cert, "", "myquic=debug");
     sidecar.wait_ready().await;
     let mut conn = sidecar.connect().await;
     let got: Option<u32> = conn.query_first("SELECT 24680 + 1").await.unwrap();

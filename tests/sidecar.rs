@@ -7,120 +7,13 @@
 
 mod common;
 
-use std::path::PathBuf;
 use tokio::process::Command;
 
 use mysql_async::prelude::*;
 use mysql_async::{Conn, OptsBuilder, Value};
 
-use myquic::config::LocalUser;
-use myquic::config::Secret;
-use myquic::sidecar::{Sidecar, SidecarConfig};
-
-use common::Stack;
-
-const LOCAL_USER: &str = "app";
-const LOCAL_PASSWORD: &str = "local-secret";
-
-/// MariaDB + gateway + sidecar.
-struct Chain {
-    stack: Stack,
-    sidecar: Sidecar,
-    socket: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Chain {
-    async fn start() -> Self {
-        Self::start_with(|_| {}).await
-    }
-
-    async fn start_with(tweak: impl FnOnce(&mut SidecarConfig)) -> Self {
-        let chain = Self::launch(tweak).await;
-        // Clients compare with a direct MariaDB connection, so they must
-        // see the MariaDB version (and its column style), learned shortly
-        // after start.
-        for _ in 0..500 {
-            if chain.sidecar.server_version().contains("MariaDB") {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-        assert!(
-            chain.sidecar.server_version().contains("MariaDB"),
-            "version learned"
-        );
-        chain
-    }
-
-    /// The chain, without waiting for the sidecar to learn anything.
-    async fn launch(tweak: impl FnOnce(&mut SidecarConfig)) -> Self {
-        Self::launch_on(Stack::start().await, tweak).await
-    }
-
-    /// The chain in front of a gateway (`stack`) set up by the caller.
-    async fn launch_on(stack: Stack, tweak: impl FnOnce(&mut SidecarConfig)) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let socket = dir.path().join("sidecar.sock");
-        let mut config = SidecarConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            socket: Some(socket.clone()),
-            ..Default::default()
-        };
-        config.auth.users = vec![LocalUser {
-            username: LOCAL_USER.into(),
-            password: secret(LOCAL_PASSWORD),
-        }];
-        config.upstream.url = format!("https://localhost:{}", stack.addr().port());
-        config.upstream.ca = Some(stack.cert.clone());
-        config.upstream.username = common::USER.into();
-        config.upstream.password = secret(common::PASSWORD);
-        tweak(&mut config);
-        let sidecar = Sidecar::start(config).await.expect("sidecar starts");
-        Self {
-            stack,
-            sidecar,
-            socket,
-            _dir: dir,
-        }
-    }
-
-    /// Options for a TCP connection to the sidecar as `user`.
-    fn opts(&self, user: &str, password: &str) -> OptsBuilder {
-        OptsBuilder::default()
-            .ip_or_hostname("127.0.0.1")
-            .tcp_port(self.sidecar.addr().port())
-            .prefer_socket(false)
-            .user(Some(user))
-            .pass(Some(password))
-    }
-
-    /// A `mysql_async` connection through the sidecar (TCP).
-    async fn client(&self) -> Conn {
-        let opts = self.opts(LOCAL_USER, LOCAL_PASSWORD).db_name(Some("app"));
-        Conn::new(opts).await.expect("connects through the sidecar")
-    }
-
-    /// A `mysql_async` connection straight to MariaDB, as the same
-    /// backend account the gateway uses.
-    async fn direct(&self) -> Conn {
-        let opts = OptsBuilder::default()
-            .ip_or_hostname("localhost")
-            .socket(Some(self.stack.db.socket.to_string_lossy().into_owned()))
-            .prefer_socket(true)
-            .user(Some("app"))
-            .pass(Some("app-backend-pw"))
-            .db_name(Some("app"));
-        Conn::new(opts).await.expect("connects to MariaDB")
-    }
-}
-
-fn secret(v: &str) -> Secret {
-    Secret {
-        value: Some(v.into()),
-        ..Default::default()
-    }
-}
+use common::sidecar::Chain;
+use common::{LOCAL_PASSWORD, LOCAL_USER, Stack};
 
 /// Column metadata a client sees, every attribute.
 fn columns(cols: &[mysql_async::Column]) -> Vec<String> {

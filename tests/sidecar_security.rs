@@ -26,80 +26,33 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::*;
-use mysql_async::{Conn, OptsBuilder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use myquic::config::LocalUser;
-use myquic::config::Secret;
-use myquic::sidecar::{Sidecar, SidecarConfig};
+use myquic::sidecar::SidecarConfig;
 
 use common::Stack;
+use common::sidecar::{Chain, local_user};
 
 const APP: (&str, &str) = ("app", "local-secret");
 const OTHER: (&str, &str) = ("other", "other-secret");
 
-fn secret(v: &str) -> Secret {
-    Secret {
-        value: Some(v.into()),
-        ..Default::default()
-    }
-}
-
-/// MariaDB + gateway + an in-process sidecar with users `app` and `other`.
-struct Chain {
-    _stack: Stack,
-    sidecar: Sidecar,
-}
-
-impl Chain {
-    async fn start(tweak: impl FnOnce(&mut SidecarConfig)) -> Self {
-        let stack = Stack::start().await;
-        let mut config = SidecarConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            // Known at once: greetings do not wait for the backend's.
-            server_version: "5.5.5-10.11.0-MariaDB".into(),
-            ..Default::default()
-        };
+/// The chain with users `app` and `other`, a server version known at once
+/// and no RSA key; `tweak` adjusts the sidecar's configuration last.
+async fn start(tweak: impl FnOnce(&mut SidecarConfig)) -> Chain {
+    Chain::launch(|config| {
+        // Known at once: greetings do not wait for the backend's.
+        config.server_version = "5.5.5-10.11.0-MariaDB".into();
         // No RSA key to wait for (generating one in a debug build can take
         // longer than the short login timeouts used here).
         config.auth.plugin = "mysql_native_password".into();
         config.auth.users = [APP, OTHER]
             .iter()
-            .map(|(user, password)| LocalUser {
-                username: (*user).into(),
-                password: secret(password),
-            })
+            .map(|(user, password)| local_user(user, password))
             .collect();
-        config.upstream.url = format!("https://localhost:{}", stack.addr().port());
-        config.upstream.ca = Some(stack.cert.clone());
-        config.upstream.username = common::USER.into();
-        config.upstream.password = secret(common::PASSWORD);
-        tweak(&mut config);
-        let sidecar = Sidecar::start(config).await.expect("sidecar starts");
-        Self {
-            _stack: stack,
-            sidecar,
-        }
-    }
-
-    async fn client(&self, (user, password): (&str, &str)) -> Conn {
-        let opts = OptsBuilder::default()
-            .ip_or_hostname("127.0.0.1")
-            .tcp_port(self.sidecar.addr().port())
-            .prefer_socket(false)
-            .user(Some(user))
-            .pass(Some(password))
-            .db_name(Some("app"));
-        tokio::time::timeout(Duration::from_secs(10), Conn::new(opts))
-            .await
-            .expect("login answered")
-            .expect("logs in through the sidecar")
-    }
-
-    async fn raw(&self) -> TcpStream {
-        TcpStream::connect(self.sidecar.addr()).await.unwrap()
-    }
+        tweak(config);
+    })
+    .await
 }
 
 /// One packet: (sequence id, payload).
@@ -146,7 +99,7 @@ fn server_error(e: &mysql_async::Error) -> (u16, String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_answers_is_closed_after_the_login_timeout() {
-    let chain = Chain::start(|c| c.login_timeout = Duration::from_secs(1)).await;
+    let chain = start(|c| c.login_timeout = Duration::from_secs(1)).await;
     let mut silent = chain.raw().await;
     let start = Instant::now();
     let (_, greeting) = read_packet(&mut silent).await;
@@ -164,7 +117,7 @@ async fn a_client_that_never_answers_is_closed_after_the_login_timeout() {
     dribbling.write_all(&[100, 0, 0, 1, 0]).await.unwrap();
     wait_closed(&mut dribbling, Duration::from_secs(5)).await;
     // Clients that log in are not affected, however long they then stay.
-    let mut conn = chain.client(APP).await;
+    let mut conn = chain.client_as(APP).await;
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let one: i64 = conn.query_first("SELECT 1").await.unwrap().unwrap();
     assert_eq!(one, 1);
@@ -172,7 +125,7 @@ async fn a_client_that_never_answers_is_closed_after_the_login_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_packet_before_login_gets_1153_at_once() {
-    let chain = Chain::start(|_| {}).await;
+    let chain = start(|_| {}).await;
     for announced in [0xff_ffff_u32, 20 << 10] {
         let mut s = chain.raw().await;
         read_packet(&mut s).await;
@@ -189,7 +142,7 @@ async fn a_large_packet_before_login_gets_1153_at_once() {
         wait_closed(&mut s, Duration::from_secs(5)).await;
     }
     // A real login, with mysql_async's connect attributes, fits.
-    let mut conn = chain.client(APP).await;
+    let mut conn = chain.client_as(APP).await;
     // And after it the configured max_allowed_packet applies.
     let big: usize = conn
         .query_first(format!("SELECT LENGTH('{}')", "x".repeat(100 << 10)))
@@ -201,13 +154,13 @@ async fn a_large_packet_before_login_gets_1153_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_that_never_log_in_cannot_take_every_slot() {
-    let chain = Chain::start(|c| {
+    let chain = start(|c| {
         c.max_connections = 3;
         c.max_connections_logging_in = 1;
         c.login_timeout = Duration::from_secs(1);
     })
     .await;
-    let mut a = chain.client(APP).await;
+    let mut a = chain.client_as(APP).await;
     let mut stranger = chain.raw().await;
     assert_eq!(read_packet(&mut stranger).await.1[0], 10, "greeted");
     // A second one still logging in is refused, as when full, although a
@@ -218,8 +171,8 @@ async fn clients_that_never_log_in_cannot_take_every_slot() {
     // The stranger goes at the login timeout; then clients log in again
     // and get every remaining slot.
     wait_closed(&mut stranger, Duration::from_secs(5)).await;
-    let mut b = chain.client(OTHER).await;
-    let mut c = chain.client(APP).await;
+    let mut b = chain.client_as(OTHER).await;
+    let mut c = chain.client_as(APP).await;
     for conn in [&mut a, &mut b, &mut c] {
         let one: i64 = conn.query_first("SELECT 1").await.unwrap().unwrap();
         assert_eq!(one, 1);
@@ -229,10 +182,10 @@ async fn clients_that_never_log_in_cannot_take_every_slot() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_is_only_for_the_same_users_connections() {
-    let chain = Chain::start(|_| {}).await;
-    let mut victim = chain.client(APP).await;
+    let chain = start(|_| {}).await;
+    let mut victim = chain.client_as(APP).await;
     let id = victim.id();
-    let mut intruder = chain.client(OTHER).await;
+    let mut intruder = chain.client_as(OTHER).await;
     for sql in [format!("KILL {id}"), format!("KILL QUERY {id}")] {
         let e = intruder.query_drop(&sql).await.expect_err("refused");
         assert_eq!(
@@ -248,7 +201,7 @@ async fn kill_is_only_for_the_same_users_connections() {
     let one: i64 = victim.query_first("SELECT 1").await.unwrap().unwrap();
     assert_eq!(one, 1, "the victim keeps working");
     // The same user may: KILL QUERY leaves the connection open, KILL ends it.
-    let mut owner = chain.client(APP).await;
+    let mut owner = chain.client_as(APP).await;
     owner.query_drop(format!("KILL QUERY {id}")).await.unwrap();
     let one: i64 = victim.query_first("SELECT 1").await.unwrap().unwrap();
     assert_eq!(one, 1);
@@ -256,16 +209,16 @@ async fn kill_is_only_for_the_same_users_connections() {
     assert!(victim.query_drop("SELECT 1").await.is_err(), "killed");
     // The intruder's own connection is still its own to end.
     let own = intruder.id();
-    let mut again = chain.client(OTHER).await;
+    let mut again = chain.client_as(OTHER).await;
     again.query_drop(format!("KILL {own}")).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_query_id_goes_to_the_backend() {
-    let chain = Chain::start(|_| {}).await;
-    let mut victim = chain.client(APP).await;
+    let chain = start(|_| {}).await;
+    let mut victim = chain.client_as(APP).await;
     let id = victim.id();
-    let mut other = chain.client(APP).await;
+    let mut other = chain.client_as(APP).await;
     // A query id, not a connection id: the backend judges it (no such
     // query there), and the sidecar's connection `id` is untouched.
     let e = other

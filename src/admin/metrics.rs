@@ -8,22 +8,30 @@
 //! tree for no behaviour we use; `metrics-exporter-prometheus` would bring
 //! an HTTP stack and aws-lc-rs with its defaults.
 //!
-//! Metrics are process-wide statics, recorded where the IO happens (the
-//! psdb client, the gateway's service and backend edges, the sidecar's
-//! accept loop); values that already live elsewhere (the current
-//! transport, fallback counters, pool sizes) are read at scrape time by
-//! the role's [`super::Health`].
+//! Every metric is declared once, as a [`Metric`]: its name and help text
+//! beside its value, and rendered from that declaration, so a metric
+//! cannot be recorded and never exported. The process-wide ones are the
+//! groups of [`METRICS`], recorded where the IO happens (the psdb client,
+//! the gateway's service and backend edges, the sidecar's accept loop);
+//! each group lists all of its metrics for rendering. Values that already
+//! live elsewhere (the current transport, fallback counters, pool sizes)
+//! are read and named at scrape time by the role's [`super::Health`].
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::ops::Deref;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 #[derive(Default)]
 pub struct Counter(AtomicU64);
 
 impl Counter {
+    pub const fn new() -> Self {
+        Self(AtomicU64::new(0))
+    }
+
     pub fn inc(&self) {
         self.add(1);
     }
@@ -41,6 +49,10 @@ impl Counter {
 pub struct Gauge(AtomicI64);
 
 impl Gauge {
+    pub const fn new() -> Self {
+        Self(AtomicI64::new(0))
+    }
+
     pub fn inc(&self) {
         self.0.fetch_add(1, Ordering::Relaxed);
     }
@@ -96,7 +108,7 @@ pub struct Family<T> {
 }
 
 impl<T: Default> Family<T> {
-    const fn new(labels: &'static [&'static str]) -> Self {
+    pub const fn new(labels: &'static [&'static str]) -> Self {
         Self {
             labels,
             children: Mutex::new(BTreeMap::new()),
@@ -137,35 +149,206 @@ fn escape(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// Every metric the process records. Each role renders its own part.
-pub struct Metrics {
-    // The sidecar's MySQL side.
-    pub client_connections: Gauge,
-    pub client_connections_total: Counter,
-    pub client_connections_refused: Counter,
-    pub drain_transactions_cut: Counter,
-    // The psdb client (sidecar → gateway).
-    pub upstream_requests: Family<Counter>,
-    pub upstream_duration: Family<Histogram>,
-    pub upstream_bytes: Family<Counter>,
-    // The gateway.
-    pub gateway_requests: Family<Counter>,
-    pub gateway_duration: Family<Histogram>,
-    pub gateway_bytes: Family<Counter>,
+/// A metric as exported: its name and help text beside its value.
+/// Record through [`Deref`] (`metric.inc()`, `metric.with(&[..])`).
+pub struct Metric<T> {
+    name: &'static str,
+    help: &'static str,
+    value: T,
 }
 
-pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
-    client_connections: Gauge::default(),
-    client_connections_total: Counter::default(),
-    client_connections_refused: Counter::default(),
-    drain_transactions_cut: Counter::default(),
-    upstream_requests: Family::new(&["method", "transport", "outcome"]),
-    upstream_duration: Family::new(&["method", "transport"]),
-    upstream_bytes: Family::new(&["direction", "form"]),
-    gateway_requests: Family::new(&["method", "transport", "outcome"]),
-    gateway_duration: Family::new(&["method", "transport"]),
-    gateway_bytes: Family::new(&["direction"]),
-});
+impl<T> Metric<T> {
+    pub const fn new(name: &'static str, help: &'static str, value: T) -> Self {
+        Self { name, help, value }
+    }
+}
+
+impl<T> Deref for Metric<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
+
+/// How a kind of value is written under a metric's name.
+pub trait Encode {
+    fn encode(&self, e: &mut Encoder<'_>, name: &str, help: &str);
+}
+
+impl Encode for Counter {
+    fn encode(&self, e: &mut Encoder<'_>, name: &str, help: &str) {
+        e.counter(name, help, self.get());
+    }
+}
+
+impl Encode for Gauge {
+    fn encode(&self, e: &mut Encoder<'_>, name: &str, help: &str) {
+        e.gauge(name, help, self.get());
+    }
+}
+
+impl Encode for Family<Counter> {
+    fn encode(&self, e: &mut Encoder<'_>, name: &str, help: &str) {
+        e.counter_family(name, help, self);
+    }
+}
+
+impl Encode for Family<Histogram> {
+    fn encode(&self, e: &mut Encoder<'_>, name: &str, help: &str) {
+        e.histogram_family(name, help, self);
+    }
+}
+
+/// A metric of any kind, so that a group can list all of its metrics.
+pub trait Render {
+    fn name(&self) -> &'static str;
+    fn render(&self, e: &mut Encoder<'_>);
+}
+
+impl<T: Encode> Render for Metric<T> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn render(&self, e: &mut Encoder<'_>) {
+        self.value.encode(e, self.name, self.help);
+    }
+}
+
+/// Every metric the process records, by who records it. Each role
+/// renders its groups: the sidecar `sidecar` and `upstream`, the gateway
+/// `gateway`.
+pub struct Metrics {
+    pub sidecar: SidecarMetrics,
+    pub upstream: UpstreamMetrics,
+    pub gateway: GatewayMetrics,
+}
+
+/// The sidecar's MySQL side.
+pub struct SidecarMetrics {
+    pub client_connections: Metric<Gauge>,
+    pub client_connections_total: Metric<Counter>,
+    pub client_connections_refused: Metric<Counter>,
+    pub drain_transactions_cut: Metric<Counter>,
+}
+
+impl SidecarMetrics {
+    /// All of them, in rendering order. Destructured without `..`: a
+    /// metric added to the group does not compile until it is listed.
+    pub fn all(&self) -> [&dyn Render; 4] {
+        let Self {
+            client_connections,
+            client_connections_total,
+            client_connections_refused,
+            drain_transactions_cut,
+        } = self;
+        [
+            client_connections,
+            client_connections_total,
+            client_connections_refused,
+            drain_transactions_cut,
+        ]
+    }
+}
+
+/// The psdb client (sidecar → gateway).
+pub struct UpstreamMetrics {
+    pub requests: Metric<Family<Counter>>,
+    pub duration: Metric<Family<Histogram>>,
+    pub bytes: Metric<Family<Counter>>,
+}
+
+impl UpstreamMetrics {
+    /// All of them, in rendering order (see [`SidecarMetrics::all`]).
+    pub fn all(&self) -> [&dyn Render; 3] {
+        let Self {
+            requests,
+            duration,
+            bytes,
+        } = self;
+        [requests, duration, bytes]
+    }
+}
+
+/// The gateway's psdb service.
+pub struct GatewayMetrics {
+    pub requests: Metric<Family<Counter>>,
+    pub duration: Metric<Family<Histogram>>,
+    pub bytes: Metric<Family<Counter>>,
+}
+
+impl GatewayMetrics {
+    /// All of them, in rendering order (see [`SidecarMetrics::all`]).
+    pub fn all(&self) -> [&dyn Render; 3] {
+        let Self {
+            requests,
+            duration,
+            bytes,
+        } = self;
+        [requests, duration, bytes]
+    }
+}
+
+pub static METRICS: Metrics = Metrics {
+    sidecar: SidecarMetrics {
+        client_connections: Metric::new(
+            "myquic_sidecar_client_connections",
+            "MySQL client connections open now.",
+            Gauge::new(),
+        ),
+        // The same name as the gauge: a counter renders as `…_total`.
+        client_connections_total: Metric::new(
+            "myquic_sidecar_client_connections",
+            "MySQL client connections accepted.",
+            Counter::new(),
+        ),
+        client_connections_refused: Metric::new(
+            "myquic_sidecar_client_connections_refused",
+            "Client connections refused with ERR 1040 (max_connections, or max_connections_logging_in).",
+            Counter::new(),
+        ),
+        drain_transactions_cut: Metric::new(
+            "myquic_sidecar_drain_cut_connections",
+            "Connections ended by the drain timeout inside a transaction.",
+            Counter::new(),
+        ),
+    },
+    upstream: UpstreamMetrics {
+        requests: Metric::new(
+            "myquic_upstream_requests",
+            "psdb requests to the gateway by method, transport and outcome.",
+            Family::new(&["method", "transport", "outcome"]),
+        ),
+        duration: Metric::new(
+            "myquic_upstream_request_duration_seconds",
+            "psdb request latency (StreamExecute: until the stream ended).",
+            Family::new(&["method", "transport"]),
+        ),
+        bytes: Metric::new(
+            "myquic_upstream_message_bytes",
+            "Message bytes to/from the gateway, on the wire (compressed) and decoded.",
+            Family::new(&["direction", "form"]),
+        ),
+    },
+    gateway: GatewayMetrics {
+        requests: Metric::new(
+            "myquic_gateway_requests",
+            "psdb requests by method, transport and outcome (at the response head).",
+            Family::new(&["method", "transport", "outcome"]),
+        ),
+        duration: Metric::new(
+            "myquic_gateway_request_duration_seconds",
+            "psdb request latency (StreamExecute: until the stream ended).",
+            Family::new(&["method", "transport"]),
+        ),
+        bytes: Metric::new(
+            "myquic_gateway_message_bytes",
+            "Message bytes received (request bodies) and sent (responses, as encoded).",
+            Family::new(&["direction"]),
+        ),
+    },
+};
 
 pub fn metrics() -> &'static Metrics {
     &METRICS
@@ -179,6 +362,13 @@ pub struct Encoder<'a> {
 impl<'a> Encoder<'a> {
     pub fn new(out: &'a mut String) -> Self {
         Self { out }
+    }
+
+    /// Each of `metrics`, as declared.
+    pub fn metrics(&mut self, metrics: &[&dyn Render]) {
+        for metric in metrics {
+            metric.render(self);
+        }
     }
 
     fn head(&mut self, name: &str, kind: &str, help: &str) {
@@ -269,6 +459,21 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("x_up 1\n"), "{out}");
+    }
+
+    #[test]
+    fn every_declared_metric_is_rendered() {
+        let m = metrics();
+        let groups: [&[&dyn Render]; 3] = [&m.sidecar.all(), &m.upstream.all(), &m.gateway.all()];
+        for group in groups {
+            let mut out = String::new();
+            Encoder::new(&mut out).metrics(group);
+            for metric in group {
+                let name = metric.name();
+                assert!(out.contains(&format!("# HELP {name} ")), "{name}: {out}");
+                assert!(out.contains(&format!("# TYPE {name} ")), "{name}: {out}");
+            }
+        }
     }
 
     #[test]

@@ -344,7 +344,7 @@ fn decompress(encoding: Encoding, body: Bytes, limit: usize) -> Result<Bytes, Ca
 /// negotiated) and decoded (`form="decoded"`); their ratio is what
 /// compression saves.
 fn count_bytes(direction: &str, wire: usize, decoded: usize) {
-    let bytes = &metrics().upstream_bytes;
+    let bytes = &metrics().upstream.bytes;
     bytes.with(&[direction, "wire"]).add(wire as u64);
     bytes.with(&[direction, "decoded"]).add(decoded as u64);
 }
@@ -358,10 +358,12 @@ pub(super) fn record(
 ) {
     let m = metrics();
     let transport = transport.map_or("none", HttpVersion::as_str);
-    m.upstream_requests
+    m.upstream
+        .requests
         .with(&[method.name(), transport, outcome])
         .inc();
-    m.upstream_duration
+    m.upstream
+        .duration
         .with(&[method.name(), transport])
         .observe(started.elapsed());
 }

@@ -110,26 +110,8 @@ impl Health for GatewayHealth {
             "Sessions open now.",
             self.service.rpc.sessions.len() as i64,
         );
-        e.gauge(
-            "myquic_gateway_requests_in_flight",
-            "Requests being served now.",
-            self.service.in_flight.get(),
-        );
-        e.counter_family(
-            "myquic_gateway_requests",
-            "psdb requests by method, transport and outcome (at the response head).",
-            &m.gateway_requests,
-        );
-        e.histogram_family(
-            "myquic_gateway_request_duration_seconds",
-            "psdb request latency (StreamExecute: until the stream ended).",
-            &m.gateway_duration,
-        );
-        e.counter_family(
-            "myquic_gateway_message_bytes",
-            "Message bytes received (request bodies) and sent (responses, as encoded).",
-            &m.gateway_bytes,
-        );
+        e.metrics(&[&*self.service.in_flight]);
+        e.metrics(&m.gateway.all());
         let (mut in_use, mut idle, mut waiting) = (0, 0, 0);
         for account in self.service.accounts.iter() {
             let pool = account.pool.metrics();

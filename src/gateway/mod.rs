@@ -94,7 +94,7 @@ impl Gateway {
                 connect_timeout: config.backend.connect_timeout,
                 json_columns: Default::default(),
             },
-            in_flight: Arc::default(),
+            in_flight: service::in_flight_gauge(),
             request_body_timeout: config.timeouts.request_body,
         });
 

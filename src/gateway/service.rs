@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::{Instrument, debug, info_span};
 
-use crate::admin::metrics::{Gauge, metrics};
+use crate::admin::metrics::{Gauge, Metric, metrics};
 use crate::telemetry::TraceId;
 
 use crate::api::compression::SUPPORTED;
@@ -37,9 +37,18 @@ pub struct Service {
     pub accounts: Accounts,
     pub rpc: Rpc,
     /// Requests being served (the drain waits for them to finish).
-    pub in_flight: Arc<Gauge>,
+    pub in_flight: Arc<Metric<Gauge>>,
     /// How long an authenticated request's body may take to arrive.
     pub request_body_timeout: Duration,
+}
+
+/// A new [`Service::in_flight`], as it is exported.
+pub fn in_flight_gauge() -> Arc<Metric<Gauge>> {
+    Arc::new(Metric::new(
+        "myquic_gateway_requests_in_flight",
+        "Requests being served now.",
+        Gauge::new(),
+    ))
 }
 
 /// How the client wants its answer.
@@ -79,12 +88,13 @@ impl Handler for Arc<Service> {
                 } else {
                     Code::from_http_status(response.status.as_u16()).as_str()
                 };
-                m.gateway_requests.with(&[method, transport, outcome]).inc();
+                m.gateway.requests.with(&[method, transport, outcome]).inc();
                 if let Body::Full(body) = &response.body {
-                    m.gateway_bytes.with(&["sent"]).add(body.len() as u64);
+                    m.gateway.bytes.with(&["sent"]).add(body.len() as u64);
                 }
                 if !streaming {
-                    m.gateway_duration
+                    m.gateway
+                        .duration
                         .with(&[method, transport])
                         .observe(started.elapsed());
                 }
@@ -97,10 +107,10 @@ impl Handler for Arc<Service> {
 }
 
 /// Counts a request in flight (the drain waits for these) while alive.
-struct InFlight(Arc<Gauge>);
+struct InFlight(Arc<Metric<Gauge>>);
 
 impl InFlight {
-    fn new(gauge: &Arc<Gauge>) -> Self {
+    fn new(gauge: &Arc<Metric<Gauge>>) -> Self {
         gauge.inc();
         Self(gauge.clone())
     }
@@ -221,7 +231,8 @@ impl Service {
                 }
             })?;
         metrics()
-            .gateway_bytes
+            .gateway
+            .bytes
             .with(&["received"])
             .add(body.len() as u64);
         let message = match wire.framing {
@@ -281,7 +292,8 @@ impl Service {
                         let started = Instant::now();
                         service.rpc.stream_execute(account, req, sink).await;
                         metrics()
-                            .gateway_duration
+                            .gateway
+                            .duration
                             .with(&[Method::StreamExecute.name(), transport])
                             .observe(started.elapsed());
                         drop(in_flight);

@@ -119,7 +119,8 @@ impl StreamSink {
             encode_message(self.codec, self.encoding, self.compress_min, message);
         let flags = if compressed { FLAG_COMPRESSED } else { 0 };
         crate::admin::metrics::metrics()
-            .gateway_bytes
+            .gateway
+            .bytes
             .with(&["sent"])
             .add(payload.len() as u64);
         put_envelope(&mut self.out, flags, &payload);

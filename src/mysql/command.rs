@@ -4,7 +4,7 @@
 //! Only the fixed layout is decoded here. Variable parts that need
 //! session state stay raw: `COM_STMT_EXECUTE`'s parameters need the
 //! statement's parameter count (`params.rs`), `COM_CHANGE_USER`'s body
-//! needs the negotiated capabilities (`auth.rs`). Payloads are `Bytes`, so
+//! needs the negotiated capabilities (`auth`). Payloads are `Bytes`, so
 //! SQL text and long data are slices of the packet, never copies.
 //!
 //! Also here: [`parse_kill`], which spots `KILL [QUERY|CONNECTION] <id>`

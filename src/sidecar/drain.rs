@@ -87,7 +87,7 @@ impl Sidecar {
         }
         let cut = registry.cut_all();
         if cut > 0 {
-            metrics().drain_transactions_cut.add(cut as u64);
+            metrics().sidecar.drain_transactions_cut.add(cut as u64);
             warn!(
                 connections = cut,
                 "drain timeout: ending connections still inside a transaction (ERR 1053, rolled back)"
@@ -156,26 +156,7 @@ impl Health for SidecarHealth {
             "1 while the sidecar takes work (see /ready).",
             i64::from(self.ready().is_ok()),
         );
-        e.gauge(
-            "myquic_sidecar_client_connections",
-            "MySQL client connections open now.",
-            m.client_connections.get(),
-        );
-        e.counter(
-            "myquic_sidecar_client_connections",
-            "MySQL client connections accepted.",
-            m.client_connections_total.get(),
-        );
-        e.counter(
-            "myquic_sidecar_client_connections_refused",
-            "Client connections refused with ERR 1040 (max_connections, or max_connections_logging_in).",
-            m.client_connections_refused.get(),
-        );
-        e.counter(
-            "myquic_sidecar_drain_cut_connections",
-            "Connections ended by the drain timeout inside a transaction.",
-            m.drain_transactions_cut.get(),
-        );
+        e.metrics(&m.sidecar.all());
         let transport = client.transport();
         let on = |v: HttpVersion| i64::from(transport == Some(v));
         e.gauges(
@@ -202,20 +183,6 @@ impl Health for SidecarHealth {
             "Gateway connections established after one was lost.",
             stats.reconnects,
         );
-        e.counter_family(
-            "myquic_upstream_requests",
-            "psdb requests to the gateway by method, transport and outcome.",
-            &m.upstream_requests,
-        );
-        e.histogram_family(
-            "myquic_upstream_request_duration_seconds",
-            "psdb request latency (StreamExecute: until the stream ended).",
-            &m.upstream_duration,
-        );
-        e.counter_family(
-            "myquic_upstream_message_bytes",
-            "Message bytes to/from the gateway, on the wire (compressed) and decoded.",
-            &m.upstream_bytes,
-        );
+        e.metrics(&m.upstream.all());
     }
 }

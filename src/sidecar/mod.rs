@@ -3,12 +3,16 @@
 //! connection to a gateway (HTTP/2 while UDP does not get through).
 //!
 //! - [`login`]: the handshake, completed locally (no upstream round trip);
-//! - [`command`]: the command phase as a state machine without I/O: every
+//! - `command`: the command phase as a state machine without I/O: every
 //!   answer's rules, MySQL commands → psdb requests;
 //! - [`connection`]: that phase on a socket: reads commands, makes the
 //!   upstream calls the core names, cancels on hang-up and `KILL`;
+//! - [`io`]: a client's socket as MySQL packets;
+//! - [`front_tls`]: TLS toward local clients;
 //! - [`session`]: the psdb session each client connection owns;
 //! - [`registry`]: live connections by id, for `KILL`;
+//! - [`drain`]: the graceful shutdown, and the health and metrics the
+//!   admin endpoint reports;
 //! - [`errors`]: every error the sidecar itself tells a client.
 
 mod command;
@@ -458,7 +462,7 @@ async fn serve(stream: Box<dyn Stream>, secure: bool, shared: Arc<Shared>) {
         stream,
         crate::config::LOGIN_MAX_PACKET.min(shared.max_packet),
     );
-    let metrics = crate::admin::metrics::metrics();
+    let metrics = &crate::admin::metrics::metrics().sidecar;
     let Some((_slot, login_slot)) = admit(&shared) else {
         metrics.client_connections_refused.inc();
         // What MySQL sends instead of a greeting when it is full.

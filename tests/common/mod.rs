@@ -1,11 +1,14 @@
 //! Fixtures shared by the integration tests: a private MariaDB, the
-//! gateway in-process on ephemeral ports, and a psdb client over HTTP/3 or
-//! HTTP/2 speaking either codec.
+//! gateway in-process on ephemeral ports, a psdb client over HTTP/3 or
+//! HTTP/2 speaking either codec, and the sidecar in front of them
+//! in-process ([`sidecar::Chain`]) or as `myquic sidecar`
+//! ([`sidecar_child`]).
 
 #![allow(dead_code)]
 
 pub mod mariadb;
 pub mod netns;
+pub mod sidecar;
 pub mod sidecar_child;
 
 use std::net::SocketAddr;
@@ -27,8 +30,21 @@ use myquic::transport::tls;
 
 pub use mariadb::MariaDb;
 
+/// The gateway's credential the sidecars use.
 pub const USER: &str = "app";
 pub const PASSWORD: &str = "api-secret";
+
+/// The sidecars' local account.
+pub const LOCAL_USER: &str = "app";
+pub const LOCAL_PASSWORD: &str = "local-secret";
+
+/// A configured secret with its value inline.
+pub fn secret(v: &str) -> Secret {
+    Secret {
+        value: Some(v.to_string()),
+        ..Default::default()
+    }
+}
 
 pub struct Stack {
     pub db: MariaDb,
@@ -46,10 +62,6 @@ pub fn config(db: &MariaDb, cert: PathBuf) -> GatewayConfig {
     config.tls.self_signed_cert_out = Some(cert);
     config.backend.socket = Some(db.socket.clone());
     config.backend.warm_connections = 2;
-    let secret = |v: &str| Secret {
-        value: Some(v.to_string()),
-        ..Default::default()
-    };
     config.credentials = vec![
         Credential {
             username: USER.into(),

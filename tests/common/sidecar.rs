@@ -1,0 +1,129 @@
+//! The chain with the sidecar in-process: a private MariaDB, the gateway
+//! ([`Stack`]) and a [`Sidecar`] on `127.0.0.1:0` and a unix socket in its
+//! own temp dir, with one local user ([`LOCAL_USER`]).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use mysql_async::{Conn, OptsBuilder};
+use tokio::net::TcpStream;
+
+use myquic::config::LocalUser;
+use myquic::sidecar::{Sidecar, SidecarConfig};
+
+use super::{LOCAL_PASSWORD, LOCAL_USER, PASSWORD, Stack, USER, secret};
+
+/// MariaDB + gateway + sidecar.
+pub struct Chain {
+    pub stack: Stack,
+    pub sidecar: Sidecar,
+    /// The sidecar's unix socket.
+    pub socket: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Chain {
+    pub async fn start() -> Self {
+        Self::start_with(|_| {}).await
+    }
+
+    /// The chain, once the sidecar has learnt the backend's version.
+    pub async fn start_with(tweak: impl FnOnce(&mut SidecarConfig)) -> Self {
+        let chain = Self::launch(tweak).await;
+        // Clients compare with a direct MariaDB connection, so they must
+        // see the MariaDB version (and its column style), learned shortly
+        // after start.
+        for _ in 0..500 {
+            if chain.sidecar.server_version().contains("MariaDB") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            chain.sidecar.server_version().contains("MariaDB"),
+            "version learned"
+        );
+        chain
+    }
+
+    /// The chain, without waiting for the sidecar to learn anything.
+    pub async fn launch(tweak: impl FnOnce(&mut SidecarConfig)) -> Self {
+        Self::launch_on(Stack::start().await, tweak).await
+    }
+
+    /// The chain in front of a gateway (`stack`) set up by the caller;
+    /// `tweak` adjusts the sidecar's configuration last.
+    pub async fn launch_on(stack: Stack, tweak: impl FnOnce(&mut SidecarConfig)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("sidecar.sock");
+        let mut config = SidecarConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            socket: Some(socket.clone()),
+            ..Default::default()
+        };
+        config.auth.users = vec![local_user(LOCAL_USER, LOCAL_PASSWORD)];
+        config.upstream.url = format!("https://localhost:{}", stack.addr().port());
+        config.upstream.ca = Some(stack.cert.clone());
+        config.upstream.username = USER.into();
+        config.upstream.password = secret(PASSWORD);
+        tweak(&mut config);
+        let sidecar = Sidecar::start(config).await.expect("sidecar starts");
+        Self {
+            stack,
+            sidecar,
+            socket,
+            _dir: dir,
+        }
+    }
+
+    /// Options for a TCP connection to the sidecar as `user`.
+    pub fn opts(&self, user: &str, password: &str) -> OptsBuilder {
+        OptsBuilder::default()
+            .ip_or_hostname("127.0.0.1")
+            .tcp_port(self.sidecar.addr().port())
+            .prefer_socket(false)
+            .user(Some(user))
+            .pass(Some(password))
+    }
+
+    /// A `mysql_async` connection through the sidecar (TCP) as
+    /// [`LOCAL_USER`], in database `app`.
+    pub async fn client(&self) -> Conn {
+        self.client_as((LOCAL_USER, LOCAL_PASSWORD)).await
+    }
+
+    /// The same as `user` with `password`, logged in within 10 s.
+    pub async fn client_as(&self, (user, password): (&str, &str)) -> Conn {
+        let opts = self.opts(user, password).db_name(Some("app"));
+        tokio::time::timeout(Duration::from_secs(10), Conn::new(opts))
+            .await
+            .expect("login answered")
+            .expect("logs in through the sidecar")
+    }
+
+    /// A `mysql_async` connection straight to MariaDB, as the same
+    /// backend account the gateway uses.
+    pub async fn direct(&self) -> Conn {
+        let opts = OptsBuilder::default()
+            .ip_or_hostname("localhost")
+            .socket(Some(self.stack.db.socket.to_string_lossy().into_owned()))
+            .prefer_socket(true)
+            .user(Some("app"))
+            .pass(Some("app-backend-pw"))
+            .db_name(Some("app"));
+        Conn::new(opts).await.expect("connects to MariaDB")
+    }
+
+    /// A raw TCP connection to the sidecar.
+    pub async fn raw(&self) -> TcpStream {
+        TcpStream::connect(self.sidecar.addr()).await.unwrap()
+    }
+}
+
+/// A sidecar account.
+pub fn local_user(username: &str, password: &str) -> LocalUser {
+    LocalUser {
+        username: username.into(),
+        password: secret(password),
+    }
+}
