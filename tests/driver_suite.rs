@@ -95,43 +95,7 @@ const EXPECTED: &[Expected] = &[
               API has no field for them; performance_schema shows the gateway's pooled \
               backend connection's (README, Known limits)",
     },
-    Expected {
-        test: "TestContextCancelExec/default",
-        count: 1,
-        direct: Outcome::Pass,
-        sidecar: Outcome::Skip,
-        why: CANCEL,
-    },
-    Expected {
-        test: "TestContextCancelQuery/default",
-        count: 1,
-        direct: Outcome::Pass,
-        sidecar: Outcome::Skip,
-        why: CANCEL,
-    },
-    Expected {
-        test: "TestContextCancelStmtExec/default",
-        count: 1,
-        direct: Outcome::Pass,
-        sidecar: Outcome::Skip,
-        why: CANCEL,
-    },
-    Expected {
-        test: "TestContextCancelStmtQuery/default",
-        count: 1,
-        direct: Outcome::Pass,
-        sidecar: Outcome::Skip,
-        why: CANCEL,
-    },
 ];
-
-/// The context-cancel tests' INSERT … SLEEP(1) is cut by a client that
-/// closes its connection after 250 ms: MariaDB finishes the statement (the
-/// row is there, as the test expects), the sidecar resets the request's
-/// stream and the gateway kills the statement (README, Cancel: no row; the
-/// test then skips with "[WARN] expected val to be 1, got 0").
-const CANCEL: &str = "design choice: a client that hangs up mid-statement has the statement \
-                      killed through the sidecar (README: Cancel); MariaDB lets it finish";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Outcome {
