@@ -6,6 +6,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::{Serialize, de::DeserializeOwned};
 
+use super::compression::Encoding;
 use super::error::{ApiError, Code};
 
 /// How a message body is serialised.
@@ -169,6 +170,25 @@ pub fn end_stream_error(payload: &[u8]) -> Option<ApiError> {
     let code = error.get("code")?.as_str()?;
     let message = error.get("message").and_then(|m| m.as_str()).unwrap_or("");
     Some(ApiError::new(Code::from_name(code), message))
+}
+
+/// Encodes one message for a body: compressed with `encoding` (the flag
+/// says so) when it is at least `compress_min` bytes.
+pub fn encode_message<M>(
+    codec: Codec,
+    encoding: Encoding,
+    compress_min: usize,
+    message: &M,
+) -> (Bytes, bool)
+where
+    M: prost::Message + Serialize,
+{
+    let raw = codec.encode(message);
+    if encoding != Encoding::Identity && raw.len() >= compress_min {
+        (encoding.compress(&raw), true)
+    } else {
+        (raw, false)
+    }
 }
 
 #[cfg(test)]

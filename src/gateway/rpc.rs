@@ -3,11 +3,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use tracing::{debug, warn};
 
+use crate::api::ApiError;
 use crate::api::pb::{self, RpcError, VtCode};
-use crate::api::{ApiError, Codec, Encoding};
 use crate::config::Limits;
 use crate::mysql::MysqlError;
 use crate::translate::errors::to_rpc_error;
@@ -479,23 +478,5 @@ impl ResultSink for Collect {
         }
         self.rows.push(row);
         Flow::Continue
-    }
-}
-
-/// Encodes one message for a response body.
-pub fn encode_message<M>(
-    codec: Codec,
-    encoding: Encoding,
-    compress_min: usize,
-    message: &M,
-) -> (Bytes, bool)
-where
-    M: prost::Message + serde::Serialize,
-{
-    let raw = codec.encode(message);
-    if encoding != Encoding::Identity && raw.len() >= compress_min {
-        (encoding.compress(&raw), true)
-    } else {
-        (raw, false)
     }
 }

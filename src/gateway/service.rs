@@ -22,8 +22,9 @@ use crate::api::{ApiError, Code, Codec, Encoding, Framing, Method};
 use crate::transport::{Body, BodyError, Chunks, Handler, Request, Response};
 
 use super::auth::Accounts;
-use super::rpc::{Rpc, encode_message};
+use super::rpc::Rpc;
 use super::stream::StreamSink;
+use crate::api::connect::encode_message;
 
 /// A refused request's body is read and dropped when it declares at most
 /// this many bytes, within this long (see `Service::dispatch`).

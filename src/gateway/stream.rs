@@ -10,13 +10,12 @@
 use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
 
-use crate::api::connect::{FLAG_COMPRESSED, end_stream, put_envelope};
+use crate::api::connect::{FLAG_COMPRESSED, encode_message, end_stream, put_envelope};
 use crate::api::pb;
 use crate::api::{ApiError, Codec, Encoding};
 use crate::translate::rows::row_size;
 
 use super::backend::{Flow, ResultSink, Summary};
-use super::rpc::encode_message;
 
 pub struct StreamSink {
     codec: Codec,
