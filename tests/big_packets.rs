@@ -307,8 +307,10 @@ async fn too_large_is_1153_naming_the_limit_and_the_connection_goes_on() {
     expect_1153(
         "over the gateway's limit",
         r,
+        // Refused by the sidecar, which learned the limit from the
+        // gateway's answers: the 20 MiB never went upstream.
         &format!(
-            "max_request_bytes ({} bytes)",
+            "larger than the gateway's max_request_bytes ({} bytes); not sent",
             BACKEND_MAX + myquic::gateway::packet_limit::REQUEST_HEADROOM
         ),
     );

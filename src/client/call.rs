@@ -637,6 +637,32 @@ mod tests {
         assert!(built.headers()[header::AUTHORIZATION].is_sensitive());
     }
 
+    /// A request over the limit the gateway announced is refused unsent,
+    /// compressed or not (the gateway bounds both sizes); before the
+    /// gateway has said, or from a server that never says, nothing is.
+    #[test]
+    fn requests_over_the_gateways_announced_limit_are_not_sent() {
+        let w = wire(vec![Encoding::Zstd]);
+        let big = Bytes::from(vec![b'a'; 5000]);
+        assert!(w.check_size(&w.unary(Method::Execute, big.clone())).is_ok());
+        w.learn(&accepting(MAX_REQUEST_BYTES_HEADER, "4096"), Framing::Unary);
+        w.learn(&accepting("accept-encoding", "zstd"), Framing::Unary);
+        let packed = w.unary(Method::Execute, big.clone());
+        assert!(packed.body.len() < 4096, "compressed, yet too large");
+        match w.check_size(&packed) {
+            Err(CallError::Api(e)) => {
+                assert_eq!(e.code, Code::ResourceExhausted);
+                assert!(e.message.contains("max_request_bytes (4096 bytes)"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let fits = w.streaming(Method::StreamExecute, Bytes::from(vec![b'a'; 4000]));
+        assert!(w.check_size(&fits).is_ok());
+        // A nonsense value is ignored; the last good one stays.
+        w.learn(&accepting(MAX_REQUEST_BYTES_HEADER, "lots"), Framing::Unary);
+        assert!(w.check_size(&packed).is_err());
+    }
+
     #[test]
     fn a_codec_we_do_not_offer_is_never_sent() {
         let w = wire(vec![Encoding::Snappy]);
