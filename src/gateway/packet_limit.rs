@@ -12,6 +12,7 @@
 //!   backend would run gets to it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 
@@ -53,14 +54,18 @@ impl BackendPacket {
         self.learned.store(value, Ordering::Relaxed);
     }
 
-    /// The value, asked of the backend over `pool` the first time. `None`
-    /// if it cannot answer (nothing can be run then anyway).
-    pub async fn learn(&self, pool: &mysql_async::Pool) -> Option<usize> {
+    /// The value, asked of the backend over `pool` the first time (within
+    /// `within`). `None` if it does not answer (nothing can be run then
+    /// anyway).
+    pub async fn learn(&self, pool: &mysql_async::Pool, within: Duration) -> Option<usize> {
         if let Some(known) = self.get() {
             return Some(known);
         }
-        let mut conn = pool.get_conn().await.ok()?;
-        self.query(&mut conn).await
+        let ask = async {
+            let mut conn = pool.get_conn().await.ok()?;
+            self.query(&mut conn).await
+        };
+        tokio::time::timeout(within, ask).await.ok().flatten()
     }
 
     /// Asks the backend over `conn` and records the answer.

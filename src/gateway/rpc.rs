@@ -161,7 +161,9 @@ impl Rpc {
             }
         };
         let mut response = pb::PrepareResponse::default();
-        self.backend_packet.learn(&account.pool).await;
+        self.backend_packet
+            .learn(&account.pool, self.connect_timeout)
+            .await;
         let too_large = self.backend_packet.check_statement(request.query.len());
         match self.connection(&account, &mut lease).await {
             Ok(_) if let Some(e) = too_large => response.error = Some(to_rpc_error(&e)),
@@ -256,7 +258,9 @@ impl Rpc {
         }
         // mysql_async drops the connection rather than send a packet over
         // the backend's max_allowed_packet: refuse it here, unrun.
-        self.backend_packet.learn(&account.pool).await;
+        self.backend_packet
+            .learn(&account.pool, self.connect_timeout)
+            .await;
         if let Some(e) = self.backend_packet.check_statement(sql.len()) {
             return Ran {
                 outcome: None,

@@ -190,7 +190,10 @@ impl Service {
     async fn request_limit(&self, account: &Account) -> usize {
         let configured = self.rpc.limits.max_request_bytes;
         if configured == 0 {
-            self.rpc.backend_packet.learn(&account.pool).await;
+            self.rpc
+                .backend_packet
+                .learn(&account.pool, self.rpc.connect_timeout)
+                .await;
         }
         self.rpc.backend_packet.request_limit(configured)
     }
