@@ -405,3 +405,47 @@ async fn large_bound_values_are_stored_as_directly_in_every_charset_and_mode() {
         assert!(&stored.0 == sent, "{setup}: the bytes as sent");
     }
 }
+
+/// A measurement, not run by default (`cargo test --test big_packets --
+/// --ignored`): the largest values the test backend (max_allowed_packet
+/// 64M) takes, through the sidecar with both protocols, and the test
+/// process's peak RSS (client, sidecar and gateway together).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn largest_values_under_the_backends_limit() {
+    let chain = Chain::start().await;
+    let mut direct = chain.direct(None).await;
+    let mut via = chain.via(None).await;
+    direct
+        .query_drop("CREATE TABLE big (id INT PRIMARY KEY, v LONGBLOB)")
+        .await
+        .unwrap();
+    let before = peak_rss_mib();
+    // Random bytes escape to ~1.2 % more; the statement must fit 64 MiB.
+    let want = value(62 * MIB, 9);
+    let started = std::time::Instant::now();
+    let mut sql = b"INSERT INTO big VALUES (1, ".to_vec();
+    sql.extend_from_slice(&escaped_literal(&want));
+    sql.push(b')');
+    via.query_drop(sql.as_slice()).await.expect("text protocol");
+    drop(sql);
+    let text = started.elapsed();
+    let started = std::time::Instant::now();
+    via.exec_drop("INSERT INTO big VALUES (2, ?)", (want.as_slice(),))
+        .await
+        .expect("binary protocol");
+    let binary = started.elapsed();
+    let started = std::time::Instant::now();
+    for id in [1, 2] {
+        let got: Option<Vec<u8>> = via
+            .query_first(format!("SELECT v FROM big WHERE id = {id}"))
+            .await
+            .unwrap();
+        assert!(got.as_deref() == Some(&want[..]), "row {id}");
+    }
+    let read = started.elapsed() / 2;
+    eprintln!(
+        "62 MiB through the sidecar: text insert {text:?}, prepared insert {binary:?}, read {read:?}; peak RSS {before} -> {} MiB",
+        peak_rss_mib()
+    );
+}
