@@ -9,6 +9,7 @@ mod common;
 use mysql_async::prelude::*;
 use mysql_async::{Conn, OptsBuilder};
 
+use myquic::client::TransportPreference;
 use myquic::config::Secret;
 use myquic::sidecar::config::LocalUser;
 use myquic::sidecar::{Sidecar, SidecarConfig};
@@ -253,8 +254,16 @@ async fn values_at_and_above_16_mib_cross_both_ways_as_directly() {
 /// naming that one, sent by the sidecar without uploading it; nothing of
 /// them runs, and the connection goes on. Directly, MariaDB answers the
 /// same statement with 1153 and closes the connection.
+/// Over HTTP/3, and over HTTP/2 (the fallback), whose body limits are
+/// the transport's own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn too_large_is_1153_naming_the_limit_and_the_connection_goes_on() {
+    for transport in [TransportPreference::Http3, TransportPreference::Http2] {
+        too_large_over(transport).await;
+    }
+}
+
+async fn too_large_over(transport: TransportPreference) {
     const BACKEND_MAX: usize = 18 * MIB;
     let db = MariaDb::start().await;
     let mut root = Conn::new(db.root_opts()).await.unwrap();
@@ -262,7 +271,10 @@ async fn too_large_is_1153_naming_the_limit_and_the_connection_goes_on() {
         .await
         .unwrap();
     root.disconnect().await.unwrap();
-    let chain = Chain::start_on(Stack::start_on(db, |_| {}).await, |_| {}).await;
+    let chain = Chain::start_on(Stack::start_on(db, |_| {}).await, |c| {
+        c.upstream.transport = transport;
+    })
+    .await;
     // Clients that do not check sizes themselves (as PyMySQL does not).
     let mut direct = chain.direct(Some(64 * MIB)).await;
     let mut via = chain.via(Some(64 * MIB)).await;
@@ -325,6 +337,13 @@ async fn too_large_is_1153_naming_the_limit_and_the_connection_goes_on() {
         Ok(()) => panic!("the backend took a statement over its max_allowed_packet"),
     }
     assert!(direct.query_drop("SELECT 1").await.is_err());
+    assert_eq!(
+        chain.sidecar.client().transport().map(|t| t.as_str()),
+        Some(match transport {
+            TransportPreference::Http2 => "h2",
+            _ => "h3",
+        })
+    );
 }
 
 /// Large bound values become escaped string literals, not hex, where the
