@@ -14,6 +14,11 @@ pub use error::{ApiError, Code};
 /// URL path prefix of every RPC.
 pub const SERVICE_PREFIX: &str = "/psdb.v1alpha1.Database/";
 
+/// A response header of our gateway (not part of the psdb API; other
+/// servers omit it): the largest request body it takes now, in bytes, so a
+/// client can refuse a larger request itself instead of uploading it.
+pub const MAX_REQUEST_BYTES_HEADER: &str = "myquic-max-request-bytes";
+
 /// The service's methods.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {

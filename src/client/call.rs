@@ -5,7 +5,7 @@
 //! the session splicing in [`super::session`] works on its bytes.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -17,7 +17,7 @@ use tracing::debug;
 
 use crate::admin::metrics::metrics;
 use crate::api::connect::{FLAG_COMPRESSED, end_stream_error, envelope, take_envelope};
-use crate::api::{ApiError, Code, Codec, Encoding, Framing, Method, pb};
+use crate::api::{ApiError, Code, Codec, Encoding, Framing, MAX_REQUEST_BYTES_HEADER, Method, pb};
 use crate::telemetry::TraceId;
 use crate::transport::HttpVersion;
 use crate::transport::client::{ClientError, ResponseStream};
@@ -52,6 +52,8 @@ pub(super) struct Prepared {
     method: Method,
     headers: HeaderMap,
     body: Bytes,
+    /// The message's size before compression (the gateway bounds both).
+    decoded_len: usize,
 }
 
 impl Prepared {
@@ -89,6 +91,10 @@ pub(super) struct Wire {
     /// answer that had one. Zero until then: requests go uncompressed until
     /// the gateway has spoken, since a codec it lacks would fail the call.
     server_accepts: AtomicU8,
+    /// The largest request the gateway takes, from its
+    /// [`MAX_REQUEST_BYTES_HEADER`]; 0 until it has said (or if it never
+    /// does: a psdb server other than ours).
+    max_request: AtomicUsize,
     counters: Arc<Counters>,
 }
 
@@ -129,6 +135,7 @@ impl Wire {
             compress_min,
             max_message,
             server_accepts: AtomicU8::new(0),
+            max_request: AtomicUsize::new(0),
             counters,
         })
     }
@@ -144,6 +151,7 @@ impl Wire {
     }
 
     fn learn(&self, headers: &HeaderMap, framing: Framing) {
+        self.learn_request_limit(headers);
         let name = match framing {
             Framing::Unary => "accept-encoding",
             Framing::Streaming => "connect-accept-encoding",
@@ -156,6 +164,35 @@ impl Wire {
             .filter_map(|item| Encoding::from_name(item.split(';').next().unwrap_or("")))
             .fold(0, |bits, e| bits | bit(e));
         self.server_accepts.store(accepted, Ordering::Relaxed);
+    }
+
+    /// Our gateway says on every answer how large a request it takes.
+    fn learn_request_limit(&self, headers: &HeaderMap) {
+        if let Some(limit) = headers
+            .get(MAX_REQUEST_BYTES_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|n| *n > 0)
+        {
+            self.max_request.store(limit, Ordering::Relaxed);
+        }
+    }
+
+    /// Refuses, unsent, a request larger than the gateway said it takes
+    /// (as the gateway itself would, after the upload): the caller gets
+    /// the gateway's own `resource_exhausted` refusal.
+    pub(super) fn check_size(&self, prepared: &Prepared) -> Result<(), CallError> {
+        let limit = self.max_request.load(Ordering::Relaxed);
+        let size = prepared.body.len().max(prepared.decoded_len);
+        if limit == 0 || size <= limit {
+            return Ok(());
+        }
+        Err(CallError::Api(ApiError::new(
+            Code::ResourceExhausted,
+            format!(
+                "a request of {size} bytes is larger than the gateway's max_request_bytes ({limit} bytes); not sent"
+            ),
+        )))
     }
 
     fn base_headers(&self, framing: Framing) -> HeaderMap {
@@ -177,6 +214,7 @@ impl Wire {
     /// A unary request: the bare message, compressed as a whole.
     pub(super) fn unary(&self, method: Method, message: Bytes) -> Prepared {
         let mut headers = self.base_headers(Framing::Unary);
+        let decoded_len = message.len();
         let (body, encoding) = self.maybe_compress(message);
         if encoding != Encoding::Identity {
             headers.insert(
@@ -188,12 +226,14 @@ impl Wire {
             method,
             headers,
             body,
+            decoded_len,
         }
     }
 
     /// A server-streaming request: one envelope, compressed per message.
     pub(super) fn streaming(&self, method: Method, message: Bytes) -> Prepared {
         let mut headers = self.base_headers(Framing::Streaming);
+        let decoded_len = message.len();
         let (payload, encoding) = self.maybe_compress(message);
         let mut flags = 0;
         if encoding != Encoding::Identity {
@@ -207,6 +247,7 @@ impl Wire {
             method,
             headers,
             body: envelope(flags, &payload),
+            decoded_len,
         }
     }
 
@@ -277,6 +318,7 @@ impl Wire {
     /// inferred from the status.
     async fn read_error(&self, response: ResponseStream) -> CallError {
         let status = response.head.status;
+        self.learn_request_limit(&response.head.headers);
         let inferred = || {
             ApiError::new(
                 Code::from_http_status(status.as_u16()),
@@ -595,6 +637,32 @@ mod tests {
             "https://gw:443/psdb.v1alpha1.Database/StreamExecute"
         );
         assert!(built.headers()[header::AUTHORIZATION].is_sensitive());
+    }
+
+    /// A request over the limit the gateway announced is refused unsent,
+    /// compressed or not (the gateway bounds both sizes); before the
+    /// gateway has said, or from a server that never says, nothing is.
+    #[test]
+    fn requests_over_the_gateways_announced_limit_are_not_sent() {
+        let w = wire(vec![Encoding::Zstd]);
+        let big = Bytes::from(vec![b'a'; 5000]);
+        assert!(w.check_size(&w.unary(Method::Execute, big.clone())).is_ok());
+        w.learn(&accepting(MAX_REQUEST_BYTES_HEADER, "4096"), Framing::Unary);
+        w.learn(&accepting("accept-encoding", "zstd"), Framing::Unary);
+        let packed = w.unary(Method::Execute, big.clone());
+        assert!(packed.body.len() < 4096, "compressed, yet too large");
+        match w.check_size(&packed) {
+            Err(CallError::Api(e)) => {
+                assert_eq!(e.code, Code::ResourceExhausted);
+                assert!(e.message.contains("max_request_bytes (4096 bytes)"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let fits = w.streaming(Method::StreamExecute, Bytes::from(vec![b'a'; 4000]));
+        assert!(w.check_size(&fits).is_ok());
+        // A nonsense value is ignored; the last good one stays.
+        w.learn(&accepting(MAX_REQUEST_BYTES_HEADER, "lots"), Framing::Unary);
+        assert!(w.check_size(&packed).is_err());
     }
 
     #[test]

@@ -237,6 +237,7 @@ impl Client {
     /// Sends on the current connection; a request that connection never
     /// took goes to the next one, until `connect_timeout` has passed.
     async fn send(&self, prepared: &Prepared) -> Result<(ResponseStream, HttpVersion), CallError> {
+        self.inner.wire.check_size(prepared)?;
         let connector = &self.inner.connector;
         let deadline = Instant::now() + self.connect_timeout();
         let mut after = None;

@@ -117,7 +117,8 @@ pub struct SessionConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
-    /// Largest request body, after decompression.
+    /// Largest request body, after decompression; 0: the backend's
+    /// max_allowed_packet plus headroom (see `gateway::packet_limit`).
     pub max_request_bytes: usize,
     /// Largest unary `Execute` result; past it the client is told to use
     /// `StreamExecute`.
@@ -207,7 +208,7 @@ impl Default for SessionConfig {
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            max_request_bytes: 16 << 20,
+            max_request_bytes: 0,
             max_result_bytes: 64 << 20,
             stream_message_bytes: 256 << 10,
             query_timeout: Duration::from_secs(900),
@@ -252,7 +253,7 @@ impl GatewayConfig {
         {
             return invalid("gateway.tcp_congestion", &e);
         }
-        if self.limits.stream_message_bytes == 0 || self.limits.max_request_bytes == 0 {
+        if self.limits.stream_message_bytes == 0 {
             return invalid("gateway.limits", "sizes must be positive");
         }
         if self.limits.max_streams_per_connection == 0

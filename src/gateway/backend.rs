@@ -44,6 +44,19 @@ impl BackendError {
     pub fn to_mysql(&self) -> MysqlError {
         match self {
             Self::Sql(e) => e.clone(),
+            // mysql_async refused to send a packet over the connection's
+            // max_allowed_packet (one opened before an operator raised the
+            // server's; the gateway checks the current value first) and
+            // dropped the connection.
+            Self::Connection(detail) if detail.contains("larger than max_allowed_packet") => {
+                MysqlError {
+                    code: 1153,
+                    state: "08S01".into(),
+                    message: format!(
+                        "Got a packet bigger than 'max_allowed_packet' bytes: larger than the backend connection's max_allowed_packet ({detail}); it was not run, and that backend connection was closed"
+                    ),
+                }
+            }
             Self::Connection(detail) => MysqlError {
                 code: 2013,
                 state: "HY000".into(),

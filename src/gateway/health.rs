@@ -48,13 +48,15 @@ pub async fn check_backend(
         return;
     };
     loop {
+        // Asking for max_allowed_packet is the ping: an operator's change
+        // to it is followed (the statement and request limits use it).
         let ping = async {
-            let mut conn = account.pool.get_conn().await?;
-            mysql_async::prelude::Queryable::ping(&mut conn).await
+            let mut conn = account.pool.get_conn().await.ok()?;
+            health.service.rpc.backend_packet.query(&mut conn).await
         };
         let ok = matches!(
             tokio::time::timeout(Duration::from_secs(2), ping).await,
-            Ok(Ok(()))
+            Ok(Some(_))
         );
         let was = health.backend_ok.swap(ok, Ordering::AcqRel);
         if ok && !health.started.swap(true, Ordering::AcqRel) {

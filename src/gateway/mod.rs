@@ -8,6 +8,7 @@ mod auth;
 mod backend;
 mod health;
 mod json_columns;
+pub mod packet_limit;
 mod rpc;
 mod service;
 mod sessions;
@@ -93,6 +94,7 @@ impl Gateway {
                 limits: config.limits.clone(),
                 connect_timeout: config.backend.connect_timeout,
                 json_columns: Default::default(),
+                backend_packet: Default::default(),
             },
             in_flight: service::in_flight_gauge(),
             request_body_timeout: config.timeouts.request_body,
@@ -106,7 +108,12 @@ impl Gateway {
         let shutdown = CancellationToken::new();
         let tasks = TaskTracker::new();
         let handler: Arc<dyn Handler> = Arc::new(service.clone());
-        let max_request = config.limits.max_request_bytes;
+        // The transports' ceiling; each request's own limit is decided
+        // after authentication (it follows the backend by default).
+        let max_request = match config.limits.max_request_bytes {
+            0 => packet_limit::MAX_BACKEND_PACKET + packet_limit::REQUEST_HEADROOM,
+            n => n,
+        };
         let limits = connection_limits(&config);
         tasks.spawn(h3_server::serve(
             endpoint,

@@ -16,6 +16,7 @@ use crate::translate::{bind, statement};
 use super::auth::Account;
 use super::backend::{self, BackendError, Flow, JsonLookup, Outcome, ResultSink, Summary};
 use super::json_columns::JsonColumns;
+use super::packet_limit::BackendPacket;
 use super::sessions::{Lease, Refusal, Sessions};
 use super::stream::StreamSink;
 
@@ -26,6 +27,8 @@ pub struct Rpc {
     pub connect_timeout: Duration,
     /// Which LONGTEXT columns are MariaDB JSON, per table.
     pub json_columns: JsonColumns,
+    /// The backend's max_allowed_packet, once learned.
+    pub backend_packet: BackendPacket,
 }
 
 /// What one statement produced, besides what went to the sink.
@@ -158,7 +161,12 @@ impl Rpc {
             }
         };
         let mut response = pb::PrepareResponse::default();
+        self.backend_packet
+            .learn(&account.pool, self.connect_timeout)
+            .await;
+        let too_large = self.backend_packet.check_statement(request.query.len());
         match self.connection(&account, &mut lease).await {
+            Ok(_) if let Some(e) = too_large => response.error = Some(to_rpc_error(&e)),
             Err(e) => response.error = Some(to_rpc_error(&e)),
             Ok(conn) => match backend::prepare(conn, self.json(&account), &request.query).await {
                 Ok((fields, params)) => {
@@ -246,6 +254,17 @@ impl Rpc {
                     state: "42000".into(),
                     message: "The used command is not allowed: LOAD DATA LOCAL INFILE cannot send a client's file through the gateway (use LOAD DATA INFILE on the database server, or INSERT)".into(),
                 })),
+            };
+        }
+        // mysql_async drops the connection rather than send a packet over
+        // the backend's max_allowed_packet: refuse it here, unrun.
+        self.backend_packet
+            .learn(&account.pool, self.connect_timeout)
+            .await;
+        if let Some(e) = self.backend_packet.check_statement(sql.len()) {
+            return Ran {
+                outcome: None,
+                error: Some(to_rpc_error(&e)),
             };
         }
         let timeout = self.limits.query_timeout;

@@ -18,10 +18,10 @@ use crate::telemetry::TraceId;
 
 use crate::api::compression::SUPPORTED;
 use crate::api::connect::take_envelope;
-use crate::api::{ApiError, Code, Codec, Encoding, Framing, Method};
+use crate::api::{ApiError, Code, Codec, Encoding, Framing, MAX_REQUEST_BYTES_HEADER, Method};
 use crate::transport::{Body, BodyError, Chunks, Handler, Request, Response};
 
-use super::auth::Accounts;
+use super::auth::{Account, Accounts};
 use super::rpc::Rpc;
 use super::stream::StreamSink;
 use crate::api::connect::encode_message;
@@ -175,10 +175,38 @@ impl Service {
             request_encoding,
             header_str(&request.headers, accept_header),
         );
-        match self.dispatch(method, wire, request_encoding, request).await {
+        let mut response = match self
+            .clone()
+            .dispatch(method, wire, request_encoding, request)
+            .await
+        {
             Ok(response) => response,
             Err(e) => render_error(Some(wire), &e),
+        };
+        // What a client may send, so that it can refuse a larger request
+        // itself instead of uploading it (the sidecar does).
+        let limit = self
+            .rpc
+            .backend_packet
+            .request_limit(self.rpc.limits.max_request_bytes);
+        response
+            .headers
+            .insert(MAX_REQUEST_BYTES_HEADER, HeaderValue::from(limit));
+        response
+    }
+
+    /// The largest request body `account` may send: `max_request_bytes`,
+    /// or by default what the backend takes plus headroom (asked of the
+    /// backend the first time).
+    async fn request_limit(&self, account: &Account) -> usize {
+        let configured = self.rpc.limits.max_request_bytes;
+        if configured == 0 {
+            self.rpc
+                .backend_packet
+                .learn(&account.pool, self.rpc.connect_timeout)
+                .await;
         }
+        self.rpc.backend_packet.request_limit(configured)
     }
 
     async fn dispatch(
@@ -205,16 +233,19 @@ impl Service {
                 if request.version != crate::transport::HttpVersion::Http3
                     && declared.is_some_and(|n| n <= REFUSED_BODY_DRAIN_BYTES)
                 {
-                    let _ = request.body.read(REFUSED_BODY_DRAIN_TIME).await;
+                    let _ = request
+                        .body
+                        .read(REFUSED_BODY_DRAIN_BYTES, REFUSED_BODY_DRAIN_TIME)
+                        .await;
                 }
                 return Err(refused);
             }
         };
         request.peer.release();
-        let limit = self.rpc.limits.max_request_bytes;
+        let limit = self.request_limit(&account).await;
         let body = request
             .body
-            .read(self.request_body_timeout)
+            .read(limit, self.request_body_timeout)
             .await
             .map_err(|e| match e {
                 BodyError::TooLarge { limit } => ApiError::new(

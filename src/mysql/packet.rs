@@ -18,7 +18,9 @@ pub struct Packet {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PacketError {
     /// The client announced more than the configured maximum.
-    #[error("packet of at least {size} bytes exceeds max_allowed_packet ({max} bytes)")]
+    #[error(
+        "a packet of at least {size} bytes exceeds the sidecar's max_allowed_packet ({max} bytes)"
+    )]
     TooLarge {
         size: usize,
         max: usize,

@@ -3,17 +3,20 @@
 //! Placeholders: each `?` is bound as `v1`, `v2`, … in order; `:name` binds
 //! the variable `name` (`::name` likewise, for tuples). Placeholders inside
 //! quotes, backtick identifiers and comments are left alone. Values become
-//! literals that cannot escape their position whatever the `sql_mode`:
-//! numbers are checked to be numbers, strings become hex in the session's
-//! character set (`_gbk X'…'`), bytes `X'…'`. SQL text is bytes, scanned
-//! as the server's lexer reads it (see [`Dialect`]).
+//! literals that cannot escape their position: numbers are checked to be
+//! numbers, strings become hex in the session's character set
+//! (`_gbk X'…'`), bytes `X'…'`. Large values (from [`ESCAPED_MIN`] bytes)
+//! would double as hex, past the backend's `max_allowed_packet`; where the
+//! lexer allows it they become escaped string literals instead
+//! (`_utf8mb4'…'`, `_binary'…'`), about their own size. SQL text is bytes,
+//! scanned as the server's lexer reads it (see [`Dialect`]).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::api::pb::{BindVariable, Type, Value};
 use crate::mysql::MysqlError;
-use crate::translate::sql_text::Dialect;
+use crate::translate::sql_text::{Charset, Dialect};
 use crate::translate::types::{is_binary, is_numeric};
 
 /// Why a query and its bind variables could not be combined.
@@ -51,7 +54,7 @@ pub fn substitute<'a>(
     if vars.is_empty() {
         return Ok(Cow::Borrowed(sql));
     }
-    let strings = StringLiterals::new(charset);
+    let strings = StringLiterals::new(charset, dialect);
     let mut out = Vec::with_capacity(sql.len() + 16 * vars.len());
     let mut positional = 0usize;
     let mut copied = 0usize;
@@ -129,27 +132,62 @@ fn limit_count(var: &BindVariable, in_limit: bool) -> Option<u64> {
     (x.fract() == 0.0 && (0.0..=u64::MAX as f64).contains(&x)).then_some(x as u64)
 }
 
-/// How string values become literals: hex with an introducer naming the
-/// character set the server reads string parameters in (`_gbk X'…'`).
+/// Values from this size on are written as escaped string literals where
+/// the dialect allows it (see [`StringLiterals::escaped`]), not as hex.
+pub const ESCAPED_MIN: usize = 64 << 10;
+
+/// How string and byte values become literals: hex with an introducer
+/// naming the character set the server reads string parameters in
+/// (`_gbk X'…'`), or for large values an escaped string literal.
 struct StringLiterals {
     introducer: String,
     /// The character set is UTF-8, whose validity can be checked here.
     utf8: bool,
+    /// Large values may be escaped string literals: how, if so.
+    escaped: Option<Escaping>,
+}
+
+/// How the server's lexer reads an escaped string literal.
+#[derive(Clone, Copy)]
+enum Escaping {
+    /// `\` escapes (the default `sql_mode`): `\`, `'` and NUL are
+    /// escaped with `\`.
+    Backslash,
+    /// `NO_BACKSLASH_ESCAPES`: `\` is a plain byte, `'` is doubled.
+    QuoteDoubling,
 }
 
 impl StringLiterals {
     /// A name that is not a plain identifier (it comes from the backend,
     /// but is spliced into SQL) falls back to utf8mb4.
-    fn new(charset: &str) -> Self {
+    fn new(charset: &str, dialect: &Dialect) -> Self {
         let plain = !charset.is_empty()
             && charset
                 .bytes()
                 .all(|c| c.is_ascii_alphanumeric() || c == b'_');
         let charset = if plain { charset } else { "utf8mb4" };
         Self {
-            introducer: format!("_{charset} X"),
+            introducer: format!("_{charset} "),
             utf8: charset.to_ascii_lowercase().starts_with("utf8"),
+            escaped: Self::escaping(dialect),
         }
+    }
+
+    /// Escaped literals only where every byte of the value is read as
+    /// one character up to the next quote or backslash: in character sets
+    /// whose multibyte characters never hold an ASCII byte (not big5, gbk,
+    /// gb18030, sjis/cp932, where `0xBF5C` would swallow an escaping
+    /// backslash). The lexer reads a literal in the client's character
+    /// set whatever its introducer, so this holds for `_binary` too.
+    fn escaping(dialect: &Dialect) -> Option<Escaping> {
+        if dialect.charset != Charset::AsciiSafe {
+            return None;
+        }
+        Some(if dialect.backslash_escapes {
+            Escaping::Backslash
+        } else {
+            Escaping::QuoteDoubling
+        })
     }
 
     /// A server copies a string parameter's bytes without checking them
@@ -158,11 +196,52 @@ impl StringLiterals {
     /// go as a binary string, as the server would store them.
     fn push(&self, out: &mut Vec<u8>, text: &[u8]) {
         if self.utf8 && std::str::from_utf8(text).is_err() {
-            push_hex(out, "X", text);
+            self.push_bytes(out, text);
+        } else if let Some(escaping) = self.large(text) {
+            push_escaped(out, &self.introducer, text, escaping);
         } else {
             push_hex(out, &self.introducer, text);
         }
     }
+
+    /// Bytes: `X'…'`, or `_binary'…'` when large.
+    fn push_bytes(&self, out: &mut Vec<u8>, bytes: &[u8]) {
+        match self.large(bytes) {
+            Some(escaping) => push_escaped(out, "_binary", bytes, escaping),
+            None => push_hex(out, "", bytes),
+        }
+    }
+
+    fn large(&self, value: &[u8]) -> Option<Escaping> {
+        self.escaped.filter(|_| value.len() >= ESCAPED_MIN)
+    }
+}
+
+/// `prefix'…'` with `bytes` escaped as `escaping` says; the runs between
+/// bytes that need escaping are copied whole.
+fn push_escaped(out: &mut Vec<u8>, prefix: &str, bytes: &[u8], escaping: Escaping) {
+    out.reserve(prefix.len() + bytes.len() + bytes.len() / 64 + 2);
+    out.extend_from_slice(prefix.as_bytes());
+    out.push(b'\'');
+    let mut rest = bytes;
+    loop {
+        let special = match escaping {
+            Escaping::Backslash => memchr::memchr3(b'\\', b'\'', 0, rest),
+            Escaping::QuoteDoubling => memchr::memchr(b'\'', rest),
+        };
+        let Some(at) = special else {
+            out.extend_from_slice(rest);
+            break;
+        };
+        out.extend_from_slice(&rest[..at]);
+        match (escaping, rest[at]) {
+            (Escaping::Backslash, 0) => out.extend_from_slice(b"\\0"),
+            (Escaping::Backslash, c) => out.extend_from_slice(&[b'\\', c]),
+            (Escaping::QuoteDoubling, _) => out.extend_from_slice(b"''"),
+        }
+        rest = &rest[at + 1..];
+    }
+    out.push(b'\'');
 }
 
 /// Counts the `?` placeholders outside quotes and comments.
@@ -226,7 +305,7 @@ fn push_value(out: &mut Vec<u8>, value: &Value, strings: &StringLiterals) -> Res
         Type::Hexval => push_checked(out, text, is_hexval, "X'…' hex value")?,
         Type::Bitnum => push_checked(out, text, is_bitnum, "0b bit number")?,
         _ if is_numeric(ty) => push_checked(out, text, is_number, "number")?,
-        _ if is_binary(ty) || ty == Type::Bit => push_hex(out, "X", text),
+        _ if is_binary(ty) || ty == Type::Bit => strings.push_bytes(out, text),
         // Text is the client's bytes in its character set: never checked
         // or converted here, the server reads it as it would a parameter.
         _ => strings.push(out, text),
@@ -247,11 +326,12 @@ fn push_checked(
     Ok(())
 }
 
+/// `prefixX'…'` (`prefix` is empty or an introducer and a space).
 fn push_hex(out: &mut Vec<u8>, prefix: &str, bytes: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    out.reserve(prefix.len() + 2 + 2 * bytes.len());
+    out.reserve(prefix.len() + 3 + 2 * bytes.len());
     out.extend_from_slice(prefix.as_bytes());
-    out.push(b'\'');
+    out.extend_from_slice(b"X'");
     for b in bytes {
         out.push(HEX[usize::from(b >> 4)]);
         out.push(HEX[usize::from(b & 15)]);
@@ -460,6 +540,98 @@ mod tests {
         for bad in ["", "-", ".", "1e", "1x", "0x10", "1 ", "e5"] {
             assert!(!is_number(bad.as_bytes()), "{bad}");
         }
+    }
+
+    /// A string literal read back as the server's lexer reads it: where
+    /// [`Dialect`] says it ends, and the bytes it stands for.
+    fn unescape(literal: &[u8], dialect: &Dialect) -> (usize, Vec<u8>) {
+        assert_eq!(literal[0], b'\'');
+        let end = dialect.skip_non_code(literal, 0).unwrap();
+        let inner = &literal[1..end - 1];
+        let mut out = Vec::with_capacity(inner.len());
+        let mut i = 0;
+        while i < inner.len() {
+            match (inner[i], dialect.backslash_escapes) {
+                (b'\\', true) => {
+                    out.push(if inner[i + 1] == b'0' {
+                        0
+                    } else {
+                        inner[i + 1]
+                    });
+                    i += 2;
+                }
+                (b'\'', _) => {
+                    assert_eq!(inner[i + 1], b'\'', "a lone quote inside");
+                    out.push(b'\'');
+                    i += 2;
+                }
+                (c, _) => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+        }
+        (end, out)
+    }
+
+    /// Large values are escaped literals, about their own size, that end
+    /// exactly where the lexer ends them and stand for the value's bytes,
+    /// in both quoting modes; in big5/gbk/gb18030/sjis they stay hex.
+    #[test]
+    fn large_values_are_escaped_literals_where_the_lexer_allows() {
+        use crate::translate::sql_text::Charset;
+        let mut value: Vec<u8> = (0..=255u8).cycle().take(ESCAPED_MIN + 3).collect();
+        value.extend_from_slice(b"\\' OR 1=1 -- \\");
+        let nbe = Dialect {
+            backslash_escapes: false,
+            ..Dialect::default()
+        };
+        for (dialect, ty, prefix) in [
+            (Dialect::default(), Type::Varbinary, &b"SELECT _binary'"[..]),
+            (nbe, Type::Blob, b"SELECT _binary'"),
+            // Not UTF-8: a binary string, as before.
+            (Dialect::default(), Type::Varchar, b"SELECT _binary'"),
+        ] {
+            let v = vars(&[("v1", var(ty, &value))]);
+            let sql = substitute(b"SELECT ?", &v, &dialect, "utf8mb4").unwrap();
+            assert!(sql.starts_with(prefix), "{:?}", &sql[..20]);
+            assert!(
+                sql.len() < value.len() + value.len() / 32 + 32,
+                "not inflated"
+            );
+            let at = prefix.len() - 1;
+            let (end, bytes) = unescape(&sql[at..], &dialect);
+            assert_eq!(at + end, sql.len(), "the literal ends at its end");
+            assert!(bytes == value, "the same bytes");
+        }
+        // Text keeps its character set.
+        let text: Vec<u8> = "é'\\ü".repeat(ESCAPED_MIN).into_bytes();
+        let v = vars(&[("v1", var(Type::Varchar, &text))]);
+        let sql = substitute(b"?", &v, &Dialect::default(), "latin1").unwrap();
+        assert!(sql.starts_with(b"_latin1 '"));
+        let (end, bytes) = unescape(&sql[8..], &Dialect::default());
+        assert_eq!((8 + end, bytes), (sql.len(), text.clone()));
+        // Character sets with ASCII trail bytes: hex, in both modes.
+        for charset in [Charset::Gbk, Charset::Big5, Charset::Sjis, Charset::Gb18030] {
+            for backslash_escapes in [true, false] {
+                let dialect = Dialect {
+                    charset,
+                    backslash_escapes,
+                    ..Dialect::default()
+                };
+                let v = vars(&[
+                    ("v1", var(Type::Varchar, &value)),
+                    ("v2", var(Type::Blob, &value)),
+                ]);
+                let sql = substitute(b"?, ?", &v, &dialect, "gbk").unwrap();
+                let hex = 2 * value.len() + 3;
+                assert_eq!(sql.len(), "_gbk ".len() + hex + ", ".len() + hex);
+                assert!(sql.starts_with(b"_gbk X'") && sql.ends_with(b"5C'"));
+            }
+        }
+        // Small values are hex whatever the dialect.
+        let v = vars(&[("v1", var(Type::Varbinary, b"'\\"))]);
+        assert_eq!(sub("?", &v).unwrap(), "X'275C'");
     }
 
     #[test]

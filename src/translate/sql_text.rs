@@ -178,6 +178,16 @@ impl Dialect {
                 } else {
                     return i + 1;
                 }
+            } else if self.charset == Charset::AsciiSafe {
+                // Every other byte is text here: jump to the next byte
+                // that may end the string (a 16 MiB literal in one step).
+                let rest = &bytes[i + 1..];
+                let found = if escapes {
+                    memchr::memchr2(quote, b'\\', rest)
+                } else {
+                    memchr::memchr(quote, rest)
+                };
+                i = found.map_or(bytes.len(), |p| i + 1 + p);
             } else {
                 i = self.next(bytes, i);
             }

@@ -203,7 +203,7 @@ async fn handle(
     alt_svc: Option<http::HeaderValue>,
 ) -> http::Response<ResponseBody> {
     let (parts, body) = req.into_parts();
-    let body = RequestBody::new(async move {
+    let body = RequestBody::new(limit, move |limit| async move {
         match Limited::new(body, limit).collect().await {
             Ok(collected) => Ok(collected.to_bytes()),
             Err(e) if e.is::<http_body_util::LengthLimitError>() => {

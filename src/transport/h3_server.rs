@@ -204,7 +204,9 @@ impl RequestContext {
             method: parts.method,
             path: parts.uri.path().to_string(),
             headers: parts.headers,
-            body: RequestBody::new(read_body(UnreadStopped::new(body), limit)),
+            body: RequestBody::new(limit, move |limit| {
+                read_body(UnreadStopped::new(body), limit)
+            }),
             version: HttpVersion::Http3,
             peer: self.slot,
         };

@@ -55,19 +55,35 @@ pub struct Request {
 /// A request body still on the wire. Dropping it unread tells the client
 /// to stop sending (HTTP/2 `RST_STREAM`, QUIC `STOP_SENDING`; HTTP/1.1
 /// closes the connection after the response).
-pub struct RequestBody(Pin<Box<dyn Future<Output = Result<Bytes, BodyError>> + Send>>);
+pub struct RequestBody {
+    /// The transport's own ceiling; the handler may ask for less.
+    cap: usize,
+    read: Box<dyn FnOnce(usize) -> BodyFuture + Send>,
+}
+
+type BodyFuture = Pin<Box<dyn Future<Output = Result<Bytes, BodyError>> + Send>>;
 
 impl RequestBody {
-    /// `read` collects the body (bounded by the transport's size limit);
-    /// nothing is read before [`RequestBody::read`] is awaited.
-    pub fn new(read: impl Future<Output = Result<Bytes, BodyError>> + Send + 'static) -> Self {
-        Self(Box::pin(read))
+    /// `read(limit)` collects the body, refusing one over `limit` bytes
+    /// (at most `cap`: the transport's size limit); nothing is read
+    /// before [`RequestBody::read`] is awaited.
+    pub fn new<F>(cap: usize, read: impl FnOnce(usize) -> F + Send + 'static) -> Self
+    where
+        F: Future<Output = Result<Bytes, BodyError>> + Send + 'static,
+    {
+        Self {
+            cap,
+            read: Box::new(move |limit| Box::pin(read(limit))),
+        }
     }
 
-    /// The whole body, or why it could not be read; `deadline` bounds a
-    /// client that sends it slowly or not at all.
-    pub async fn read(self, deadline: Duration) -> Result<Bytes, BodyError> {
-        tokio::time::timeout(deadline, self.0)
+    /// The whole body, or why it could not be read: one over `limit`
+    /// bytes (or the transport's cap, if lower) is refused as soon as it
+    /// passes it; `deadline` bounds a client that sends it slowly or not
+    /// at all.
+    pub async fn read(self, limit: usize, deadline: Duration) -> Result<Bytes, BodyError> {
+        let body = (self.read)(limit.min(self.cap));
+        tokio::time::timeout(deadline, body)
             .await
             .unwrap_or(Err(BodyError::TimedOut { after: deadline }))
     }

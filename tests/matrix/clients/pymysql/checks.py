@@ -401,6 +401,27 @@ def check_unknown_database():
     return out
 
 
+def check_large_packets():
+    # Values of 16 MiB and more (several MySQL packets) both ways: PyMySQL
+    # escapes them into the statement text (`_binary'…'`) and reads them
+    # back as rows of several packets.
+    conn = connect(autocommit=True)
+    out = {}
+    with conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {P}_bigval")
+        cur.execute(f"CREATE TABLE {P}_bigval (id INT PRIMARY KEY, v LONGBLOB)")
+        for i, size in enumerate(((1 << 24) - 1, (1 << 24) + 1)):
+            value = (bytes(range(i, 256)) + bytes(range(i))) * (size // 256 + 1)
+            value = value[:size]
+            cur.execute(f"INSERT INTO {P}_bigval VALUES (%s, %s)", (i, value))
+            cur.execute(f"SELECT v, LENGTH(v) FROM {P}_bigval WHERE id = %s", (i,))
+            got, length = cur.fetchone()
+            out[str(size)] = {"length": length, "same_bytes": got == value}
+        cur.execute(f"DROP TABLE {P}_bigval")
+    conn.close()
+    return out
+
+
 run([
     ("connect", check_connect),
     ("tls", check_tls),
@@ -421,4 +442,5 @@ run([
     ("multibyte_comment", check_multibyte_comment),
     ("found_rows", check_found_rows),
     ("unknown_database", check_unknown_database),
+    ("large_packets", check_large_packets),
 ])
