@@ -68,15 +68,6 @@ const EXPECTED: &[Expected] = &[
               cannot travel through the psdb API (README, Known limits)",
     },
     Expected {
-        test: "TestLongData",
-        count: 4,
-        direct: Outcome::Pass,
-        sidecar: Outcome::Fail,
-        why: "bug (issue 12, item 4): a statement as long as the backend's \
-              max_allowed_packet (which the sidecar reports: 64 MiB here, of which the test \
-              sends 32 MiB) exceeds the gateway's limits.max_request_bytes (16 MiB): 1153",
-    },
-    Expected {
         test: "TestTLS",
         count: 7,
         direct: Outcome::Pass,
