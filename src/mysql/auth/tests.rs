@@ -974,3 +974,75 @@ fn change_user_without_plugin_auth_verifies_native_on_the_old_nonce() {
     let mut out = Packets::default();
     assert_eq!(done(hs.change_user(0, &body, &mut out)).database, None);
 }
+
+/// Random and mangled login packets, fed as a hostile client would send
+/// them (the rate and a long run: `MQ_FUZZ_ITERATIONS`): no input may
+/// panic, and every reply is whole packets.
+#[test]
+fn random_login_packets_never_panic() {
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+    let n: u64 = std::env::var("MQ_FUZZ_ITERATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5_000);
+    let mut rng = SmallRng::seed_from_u64(7);
+    // A well-formed response to mangle.
+    let valid = ser(&HandshakeResponse::new(
+        Some(&[0u8; 20][..]),
+        (5, 5, 5),
+        Some(&b"app"[..]),
+        Some(&b"db"[..]),
+        Some(AuthPlugin::MysqlNativePassword),
+        client_caps()
+            | CapabilityFlags::CLIENT_CONNECT_WITH_DB
+            | CapabilityFlags::CLIENT_CONNECT_ATTRS,
+        None,
+        1 << 24,
+    ));
+    for _ in 0..n {
+        let plugin =
+            [Plugin::MysqlNativePassword, Plugin::CachingSha2Password][rng.random_range(0..2)];
+        let tls = rng.random_bool(0.5);
+        let mut hs = Handshake::new(config(Some(USERS), plugin, tls), 1, rng.random_bool(0.5));
+        let mut out = Packets::default();
+        hs.greeting(&mut out);
+        for seq in 1..rng.random_range(2u8..5) {
+            let mut payload = if rng.random_bool(0.7) {
+                valid.clone()
+            } else {
+                Vec::new()
+            };
+            // Flip, cut and append bytes.
+            for _ in 0..rng.random_range(0..6) {
+                if !payload.is_empty() {
+                    let at = rng.random_range(0..payload.len());
+                    payload[at] = rng.random();
+                }
+            }
+            if rng.random_bool(0.3) {
+                payload.truncate(rng.random_range(0..=payload.len()));
+            }
+            payload.extend((0..rng.random_range(0..8)).map(|_| rng.random::<u8>()));
+            let packet = Packet {
+                seq: if rng.random_ratio(1, 10) {
+                    rng.random()
+                } else {
+                    seq
+                },
+                payload: Bytes::from(payload),
+            };
+            let mut out = Packets::default();
+            let progress = hs.on_packet(&packet, &mut out);
+            let mut buf = out.take();
+            while decode(&mut buf, usize::MAX)
+                .expect("whole packets")
+                .is_some()
+            {}
+            assert!(buf.is_empty(), "a partial packet");
+            if !matches!(progress, Ok(Progress::Continue)) {
+                break;
+            }
+        }
+    }
+}

@@ -536,4 +536,6 @@ fn quoted_statement(dialect: &Dialect, prefix: &[u8], name: &[u8], suffix: &[u8]
 }
 
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 mod tests;
