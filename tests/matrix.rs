@@ -309,6 +309,7 @@ async fn start_servers() -> Arc<Servers> {
     let db = MariaDb::start_with(Options {
         tcp: true,
         tls: Some(tls.clone()),
+        ..Default::default()
     })
     .await;
     let stack = Stack::start_on(db, |_| {}).await;
