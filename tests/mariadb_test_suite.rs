@@ -179,7 +179,7 @@ BEGIN
   DECLARE objects CURSOR FOR
     SELECT 'DATABASE', schema_name FROM information_schema.schemata
       WHERE schema_name NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys',
-                                'mtr', 'app', 'test')
+                                'mtr', 'test')
     UNION ALL SELECT 'VIEW', table_name FROM information_schema.views
       WHERE table_schema = 'test'
     UNION ALL SELECT 'TABLE', table_name FROM information_schema.tables
@@ -206,7 +206,8 @@ END";
 
 /// A private MariaDB set up as mysql-test-run.pl sets up its own: its
 /// server options, a latin1 `test` database, the `mtr` database, the
-/// time zone tables' test data.
+/// time zone tables' test data (and no `app` database of the fixture's:
+/// `SHOW DATABASES` is part of some cases' output).
 async fn mtr_server() -> MariaDb {
     let db = MariaDb::start_with(Options {
         server_args: MTR_SERVER_ARGS.iter().map(|a| a.to_string()).collect(),
@@ -215,7 +216,8 @@ async fn mtr_server() -> MariaDb {
     .await;
     let mut root = mysql_async::Conn::new(db.root_opts()).await.unwrap();
     root.query_drop(
-        "CREATE DATABASE test CHARACTER SET latin1 COLLATE latin1_swedish_ci; \
+        "DROP DATABASE app; \
+         CREATE DATABASE test CHARACTER SET latin1 COLLATE latin1_swedish_ci; \
          CREATE DATABASE mtr CHARACTER SET latin1",
     )
     .await
@@ -377,7 +379,9 @@ impl Chain {
                 password: secret(API_PASSWORD),
                 backend_user: Some("root".into()),
                 backend_password: Some(secret("")),
-                database: Some("test".into()),
+                // None: a client that names no database has none, as
+                // directly (mysqltest names `test`).
+                database: None,
             });
         })
         .await;
