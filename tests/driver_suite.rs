@@ -130,7 +130,7 @@ async fn go_sql_driver_tests_end_the_same_through_the_sidecar() {
         // TestConnectionAttributes reads performance_schema, else skips.
         // (max_allowed_packet stays the harness's 64 MiB: at the stock
         // 16 MiB the driver's own TestLongData/compress fails directly.)
-        args: vec!["--performance-schema".into()],
+        server_args: vec!["--performance-schema".into()],
     })
     .await;
     let port = db.port.expect("MariaDB on TCP");

@@ -992,3 +992,36 @@ async fn warnings_from_a_procedure_are_the_backends() {
     }
     assert_eq!(outputs[0], outputs[1]);
 }
+
+/// A warning whose message is not UTF-8 (here latin1, as
+/// `character_set_results` asks; MariaDB's test `ctype_recoding` drops a
+/// cp1251-named table): the gateway read `SHOW WARNINGS` into `String`s
+/// and panicked, so the client lost its connection. Now it gets the
+/// backend's answer, byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warning_message_that_is_not_utf8_is_the_backends() {
+    let chain = Chain::start().await;
+    let mut direct = chain.direct().await;
+    let mut via = chain.client().await;
+    let mut outputs = Vec::new();
+    for conn in [&mut via, &mut direct] {
+        let mut out = String::new();
+        for sql in [
+            "SET character_set_results = latin1",
+            "DROP TABLE IF EXISTS `é`",
+            "SHOW WARNINGS",
+        ] {
+            out.push_str(&format!("{sql}\n{}", text_results(conn, sql).await));
+        }
+        // The message's bytes (the Debug form of a value shortens it).
+        let messages: Vec<(Vec<u8>, u32, Vec<u8>)> = conn.query("SHOW WARNINGS").await.unwrap();
+        out.push_str(&format!("{messages:?}"));
+        outputs.push(out);
+    }
+    assert!(
+        outputs[1].contains("warnings=1") && outputs[1].contains(", 233, 39]"),
+        "directly: a note quoting the latin1 byte 0xE9 (233):\n{}",
+        outputs[1]
+    );
+    assert_eq!(outputs[0], outputs[1]);
+}

@@ -264,12 +264,20 @@ pub fn field(column: &Column) -> pb::Field {
     }
 }
 
-/// `SHOW WARNINGS`, for a statement that reported some.
+/// `SHOW WARNINGS`, for a statement that reported some. A message is in
+/// the session's `character_set_results` and may quote bytes that are not
+/// UTF-8 (a table name in cp1251): read as bytes, never as `String`
+/// (mysql_common panics on a row it cannot convert), and carried lossily —
+/// the API's message is a string; the client's own `SHOW WARNINGS` reads
+/// the backend's bytes.
 pub async fn warnings(conn: &mut Conn) -> Result<Vec<pb::QueryWarning>, BackendError> {
-    let rows: Vec<(String, u32, String)> = conn.query("SHOW WARNINGS LIMIT 64").await?;
+    let rows: Vec<(Vec<u8>, u32, Vec<u8>)> = conn.query("SHOW WARNINGS LIMIT 64").await?;
     Ok(rows
         .into_iter()
-        .map(|(_, code, message)| pb::QueryWarning { code, message })
+        .map(|(_, code, message)| pb::QueryWarning {
+            code,
+            message: String::from_utf8_lossy(&message).into_owned(),
+        })
         .collect())
 }
 

@@ -26,8 +26,9 @@ pub struct Options {
     pub tcp: bool,
     /// Serve TLS with these PEM files.
     pub tls: Option<TlsFiles>,
-    /// More `mariadbd` options (`--performance-schema`, …).
-    pub args: Vec<String>,
+    /// More `mariadbd` options, after the fixture's own (so they win:
+    /// `--character-set-server=latin1` replaces the default utf8mb4).
+    pub server_args: Vec<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -177,7 +178,7 @@ impl MariaDb {
                 .arg(format!("--ssl-cert={}", tls.cert.display()))
                 .arg(format!("--ssl-key={}", tls.key.display()));
         }
-        cmd.args(&options.args);
+        cmd.args(&options.server_args);
         if is_root() {
             cmd.arg("--user=root");
         }
