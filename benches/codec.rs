@@ -18,7 +18,7 @@ use myquic::translate::rows::pack_row;
 fn result(rows: usize) -> pb::QueryResult {
     let fields = (0..11)
         .map(|i| pb::Field {
-            name: format!("c{i}"),
+            name: format!("c{i}").into(),
             r#type: pb::Type::Varchar as i32,
             ..Default::default()
         })

@@ -67,7 +67,11 @@ fn print_result(result: pb::QueryResult) {
         println!("OK, {} row(s) affected", result.rows_affected);
         return;
     }
-    let names: Vec<&str> = result.fields.iter().map(|f| f.name.as_str()).collect();
+    let names: Vec<std::borrow::Cow<'_, str>> = result
+        .fields
+        .iter()
+        .map(|f| String::from_utf8_lossy(&f.name))
+        .collect();
     println!("{}", names.join("\t"));
     for row in &result.rows {
         let cells = crate::translate::rows::unpack_row(row).unwrap_or_default();

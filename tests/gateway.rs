@@ -29,8 +29,8 @@ async fn queries_over_both_transports_and_codecs() {
                 .execute(None, "SELECT 1 AS one, 'héllo 🐬' AS s, NULL AS n")
                 .await;
             let result = resp.result.as_ref().unwrap();
-            let names: Vec<_> = result.fields.iter().map(|f| f.name.as_str()).collect();
-            assert_eq!(names, ["one", "s", "n"], "{version:?} {codec:?}");
+            let names: Vec<_> = result.fields.iter().map(|f| &f.name[..]).collect();
+            assert_eq!(names, [&b"one"[..], b"s", b"n"], "{version:?} {codec:?}");
             assert_eq!(result.fields[1].r#type, Type::Varchar as i32);
             assert_eq!(result.fields[2].r#type, Type::NullType as i32);
             assert_eq!(
@@ -181,7 +181,7 @@ async fn every_column_type_round_trips() {
                 text(i),
                 *want,
                 "column {} ({codec:?})",
-                result.fields[i].name
+                String::from_utf8_lossy(&result.fields[i].name)
             );
         }
         assert_eq!(row[22].as_deref(), Some(&[0x00, 0xff, 0x01, 0x02][..]));
@@ -214,8 +214,8 @@ async fn every_column_type_round_trips() {
         assert_ne!(result.fields[25].charset, 63);
         let f = &result.fields[0];
         assert_eq!(
-            (f.table.as_str(), f.org_table.as_str(), f.database.as_str()),
-            ("types", "types", "app")
+            (&f.table[..], &f.org_table[..], &f.database[..]),
+            (&b"types"[..], &b"types"[..], &b"app"[..])
         );
         assert_eq!(f.org_name, "id");
         assert_ne!(f.flags & 2, 0, "PRI_KEY flag");
@@ -631,11 +631,8 @@ async fn prepare_and_bind_variables() {
     assert!(prep.error.is_none(), "{:?}", prep.error);
     assert_eq!(prep.params_count, 2);
     assert_eq!(
-        prep.fields
-            .iter()
-            .map(|f| f.name.as_str())
-            .collect::<Vec<_>>(),
-        ["id", "s"]
+        prep.fields.iter().map(|f| &f.name[..]).collect::<Vec<_>>(),
+        [&b"id"[..], b"s"]
     );
     assert_eq!(prep.fields[0].r#type, Type::Int32 as i32);
 

@@ -1025,3 +1025,33 @@ async fn a_warning_message_that_is_not_utf8_is_the_backends() {
     );
     assert_eq!(outputs[0], outputs[1]);
 }
+
+/// A column name in a character set other than UTF-8 (a latin1 alias, as
+/// `SET NAMES latin1` sends it back) reaches the client as its bytes, in
+/// both protocols, as directly: the psdb `Field`'s names are bytes.
+#[tokio::test]
+async fn column_names_that_are_not_utf8_are_the_backends() {
+    let chain = Chain::start().await;
+    let mut direct = chain.direct().await;
+    let mut via = chain.client().await;
+    let mut names = Vec::new();
+    for conn in [&mut via, &mut direct] {
+        conn.query_drop("SET NAMES latin1").await.unwrap();
+        // Latin1 text: 0xE9 is é, 0xE4 ä (and neither is UTF-8 alone).
+        let sql: &[u8] = b"SELECT 1 AS `caf\xe9`, 'x' AS \"\xe4\"";
+        let text = conn.query_iter(sql).await.unwrap();
+        let mut seen: Vec<Vec<u8>> = text
+            .columns_ref()
+            .iter()
+            .map(|c| c.name_ref().to_vec())
+            .collect();
+        drop(text);
+        let statement = conn.prep(sql).await.unwrap();
+        let binary = conn.exec_iter(&statement, ()).await.unwrap();
+        seen.extend(binary.columns_ref().iter().map(|c| c.name_ref().to_vec()));
+        drop(binary);
+        names.push(seen);
+    }
+    assert_eq!(names[1][0], b"caf\xe9", "directly: the latin1 bytes");
+    assert_eq!(names[0], names[1]);
+}

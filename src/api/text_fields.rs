@@ -1,4 +1,5 @@
-//! The proto3 JSON form of the two requests that carry SQL text.
+//! The proto3 JSON form of the two requests that carry SQL text, and of
+//! `Field`, whose names are bytes in our proto.
 //!
 //! `ExecuteRequest.query` and `PrepareRequest.query` are `bytes` in our
 //! copy of the proto (the protobuf wire form of a string), so that SQL in
@@ -15,7 +16,7 @@ use bytes::Bytes;
 use serde::de::{self, MapAccess, Visitor};
 use serde::ser::{self, SerializeStruct};
 
-use super::pb::{BindVariable, ExecuteRequest, PrepareRequest, Session};
+use super::pb::{BindVariable, ExecuteRequest, Field, PrepareRequest, Session, Type};
 
 /// The fields both requests share, plus `prepared` (Execute only).
 #[derive(Default)]
@@ -171,6 +172,119 @@ impl<'de> serde::Deserialize<'de> for PrepareRequest {
     }
 }
 
+/// A `Field` as the API's JSON writes it: names are strings there.
+/// Names that are not UTF-8 (a latin1 alias) cannot be JSON strings: a
+/// JSON client gets them with U+FFFD (protobuf clients, the sidecar among
+/// them, get the bytes).
+#[derive(serde::Serialize, serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct FieldText {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    name: String,
+    #[serde(
+        rename = "type",
+        skip_serializing_if = "Option::is_none",
+        with = "field_type"
+    )]
+    r#type: Option<Type>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    table: String,
+    #[serde(skip_serializing_if = "String::is_empty", alias = "org_table")]
+    org_table: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    database: String,
+    #[serde(skip_serializing_if = "String::is_empty", alias = "org_name")]
+    org_name: String,
+    #[serde(
+        skip_serializing_if = "is_zero",
+        alias = "column_length",
+        deserialize_with = "number"
+    )]
+    column_length: u32,
+    #[serde(skip_serializing_if = "is_zero", deserialize_with = "number")]
+    charset: u32,
+    #[serde(skip_serializing_if = "is_zero", deserialize_with = "number")]
+    decimals: u32,
+    #[serde(skip_serializing_if = "is_zero", deserialize_with = "number")]
+    flags: u32,
+    #[serde(skip_serializing_if = "String::is_empty", alias = "column_type")]
+    column_type: String,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
+}
+
+/// proto3 JSON takes a number or a string holding one.
+fn number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    serde::Deserialize::deserialize(d).map(|n: ::pbjson::private::NumberDeserialize<u32>| n.0)
+}
+
+/// `Type` by name (or number), as pbjson maps enums; `UNKNOWN`-free.
+mod field_type {
+    use super::Type;
+
+    pub fn serialize<S: serde::Serializer>(ty: &Option<Type>, s: S) -> Result<S::Ok, S::Error> {
+        match ty {
+            Some(ty) => serde::Serialize::serialize(ty, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Type>, D::Error> {
+        <Option<Type> as serde::Deserialize>::deserialize(d)
+    }
+}
+
+fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+impl serde::Serialize for Field {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let ty =
+            match self.r#type {
+                0 => None,
+                n => Some(Type::try_from(n).map_err(|_| {
+                    <S::Error as ser::Error>::custom(format!("Invalid variant {n}"))
+                })?),
+            };
+        FieldText {
+            name: lossy(&self.name),
+            r#type: ty,
+            table: lossy(&self.table),
+            org_table: lossy(&self.org_table),
+            database: lossy(&self.database),
+            org_name: lossy(&self.org_name),
+            column_length: self.column_length,
+            charset: self.charset,
+            decimals: self.decimals,
+            flags: self.flags,
+            column_type: self.column_type.clone(),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Field {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = FieldText::deserialize(deserializer)?;
+        Ok(Field {
+            name: Bytes::from(text.name),
+            r#type: text.r#type.map_or(0, |t| t as i32),
+            table: Bytes::from(text.table),
+            org_table: Bytes::from(text.org_table),
+            database: Bytes::from(text.database),
+            org_name: Bytes::from(text.org_name),
+            column_length: text.column_length,
+            charset: text.charset,
+            decimals: text.decimals,
+            flags: text.flags,
+            column_type: text.column_type,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,5 +333,38 @@ mod tests {
             serde_json::from_str::<ExecuteRequest>(r#"{"bindVariables":{},"bind_variables":{}}"#)
                 .is_err()
         );
+    }
+    #[test]
+    fn field_names_are_json_strings_and_protobuf_bytes() {
+        use prost::Message;
+        let field = Field {
+            name: Bytes::from_static(b"caf\xe9"),
+            r#type: Type::Varchar as i32,
+            org_table: Bytes::from_static(b"t"),
+            column_length: 40,
+            charset: 8,
+            ..Field::default()
+        };
+        // Protobuf: the latin1 byte crosses as it is.
+        let back = Field::decode(&field.encode_to_vec()[..]).unwrap();
+        assert_eq!(&back.name[..], b"caf\xe9");
+        // JSON: strings (a name JSON cannot carry gets U+FFFD), defaults
+        // omitted, the type by name.
+        let json = serde_json::to_value(&field).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"name": "caf\u{fffd}", "type": "VARCHAR", "orgTable": "t",
+                               "columnLength": 40, "charset": 8})
+        );
+        let read: Field = serde_json::from_value(serde_json::json!(
+            {"name": "é", "type": "INT64", "org_table": "t", "columnLength": "7", "flags": 3}
+        ))
+        .unwrap();
+        assert_eq!(&read.name[..], "é".as_bytes());
+        assert_eq!(read.r#type, Type::Int64 as i32);
+        assert_eq!(&read.org_table[..], b"t");
+        assert_eq!((read.column_length, read.flags), (7, 3));
+        let empty: Field = serde_json::from_str("{}").unwrap();
+        assert_eq!(empty, Field::default());
     }
 }

@@ -5,6 +5,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use bytes::Bytes;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Column, Conn, OptsBuilder, PoolConstraints, PoolOpts};
 
@@ -250,12 +251,13 @@ pub async fn run<S: ResultSink>(
 pub fn field(column: &Column) -> pb::Field {
     let flags = column.flags().bits();
     pb::Field {
-        name: column.name_str().into_owned(),
+        // The names' bytes, in the session's character_set_results.
+        name: Bytes::copy_from_slice(column.name_ref()),
         r#type: vitess_type(column.column_type() as u8, flags) as i32,
-        table: column.table_str().into_owned(),
-        org_table: column.org_table_str().into_owned(),
-        database: column.schema_str().into_owned(),
-        org_name: column.org_name_str().into_owned(),
+        table: Bytes::copy_from_slice(column.table_ref()),
+        org_table: Bytes::copy_from_slice(column.org_table_ref()),
+        database: Bytes::copy_from_slice(column.schema_ref()),
+        org_name: Bytes::copy_from_slice(column.org_name_ref()),
         column_length: column.column_length(),
         charset: u32::from(column.character_set()),
         decimals: u32::from(column.decimals()),

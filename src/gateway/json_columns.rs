@@ -48,7 +48,7 @@ impl JsonColumns {
         let mut wanted: Vec<Table> = fields
             .iter()
             .filter(|f| may_be_json(f))
-            .map(|f| (f.database.clone(), f.org_table.clone()))
+            .map(table_of)
             .collect();
         if wanted.is_empty() {
             return;
@@ -70,10 +70,10 @@ impl JsonColumns {
             }
         }
         for field in fields.iter_mut().filter(|f| may_be_json(f)) {
-            let table = (field.database.clone(), field.org_table.clone());
+            let table = table_of(field);
             if known
                 .get(&table)
-                .is_some_and(|columns| columns.contains(&field.org_name))
+                .is_some_and(|columns| columns.contains(&*String::from_utf8_lossy(&field.org_name)))
             {
                 field.r#type = pb::Type::Json as i32;
             }
@@ -85,6 +85,15 @@ impl JsonColumns {
         let (at, columns) = tables.get(table)?;
         (at.elapsed() < TTL).then(|| columns.clone())
     }
+}
+
+/// The table a field's column belongs to, by name (looked up as text in
+/// `information_schema`: a name that is not UTF-8 finds no JSON columns).
+fn table_of(field: &pb::Field) -> Table {
+    (
+        String::from_utf8_lossy(&field.database).into_owned(),
+        String::from_utf8_lossy(&field.org_table).into_owned(),
+    )
 }
 
 /// A LONGTEXT column of a real table: MariaDB's JSON looks exactly so.
@@ -168,7 +177,7 @@ mod tests {
     fn only_longtext_table_columns_are_looked_up() {
         assert!(may_be_json(&longtext()));
         let expression = pb::Field {
-            org_table: String::new(),
+            org_table: bytes::Bytes::new(),
             ..longtext()
         };
         let blob = pb::Field {

@@ -231,11 +231,12 @@ const METADATA_FORMAT_NAME: u8 = 1;
 /// A column definition (protocol 4.1), as the server describes a column.
 #[derive(Clone, Copy, Debug)]
 pub struct ColumnDefinition<'a> {
-    pub schema: &'a str,
-    pub table: &'a str,
-    pub org_table: &'a str,
-    pub name: &'a str,
-    pub org_name: &'a str,
+    /// Names are bytes in the session's `character_set_results`.
+    pub schema: &'a [u8],
+    pub table: &'a [u8],
+    pub org_table: &'a [u8],
+    pub name: &'a [u8],
+    pub org_name: &'a [u8],
     /// Collation id (63 for binary).
     pub charset: u16,
     pub length: u32,
@@ -249,11 +250,11 @@ pub struct ColumnDefinition<'a> {
 impl Default for ColumnDefinition<'_> {
     fn default() -> Self {
         Self {
-            schema: "",
-            table: "",
-            org_table: "",
-            name: "",
-            org_name: "",
+            schema: b"",
+            table: b"",
+            org_table: b"",
+            name: b"",
+            org_name: b"",
             charset: 0,
             length: 0,
             column_type: ColumnType::MYSQL_TYPE_VAR_STRING,
@@ -270,11 +271,11 @@ pub fn column_definition(out: &mut Packets, style: ColumnStyle, column: &ColumnD
 
 fn write_column(b: &mut BytesMut, style: ColumnStyle, column: &ColumnDefinition<'_>) {
     b.put_lenenc_str(b"def");
-    b.put_lenenc_str(column.schema.as_bytes());
-    b.put_lenenc_str(column.table.as_bytes());
-    b.put_lenenc_str(column.org_table.as_bytes());
-    b.put_lenenc_str(column.name.as_bytes());
-    b.put_lenenc_str(column.org_name.as_bytes());
+    b.put_lenenc_str(column.schema);
+    b.put_lenenc_str(column.table);
+    b.put_lenenc_str(column.org_table);
+    b.put_lenenc_str(column.name);
+    b.put_lenenc_str(column.org_name);
     if style == ColumnStyle::MariadbExtended {
         // A length-encoded block of [kind][lenenc value] entries, placed
         // between org_name and the fixed fields.
@@ -456,7 +457,7 @@ pub fn prepare_ok(
 /// binary VAR_STRING named "?" of length 0.
 fn parameter_definition() -> ColumnDefinition<'static> {
     ColumnDefinition {
-        name: "?",
+        name: b"?",
         column_type: ColumnType::MYSQL_TYPE_VAR_STRING,
         charset: BINARY_CHARSET,
         flags: ColumnFlags::BINARY_FLAG.bits(),

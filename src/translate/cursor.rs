@@ -158,7 +158,7 @@ mod tests {
 
     fn field(name: &str) -> pb::Field {
         pb::Field {
-            name: name.into(),
+            name: bytes::Bytes::copy_from_slice(name.as_bytes()),
             r#type: vitess_type(
                 mysql_common::constants::ColumnType::MYSQL_TYPE_LONG as u8,
                 0,

@@ -430,7 +430,7 @@ mod tests {
 
     fn field(name: &str, mysql: u8, flags: u16) -> pb::Field {
         pb::Field {
-            name: name.into(),
+            name: bytes::Bytes::copy_from_slice(name.as_bytes()),
             r#type: vitess_type(mysql, flags) as i32,
             charset: 63,
             flags: u32::from(flags),

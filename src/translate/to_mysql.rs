@@ -183,7 +183,7 @@ fn unconvertible(field: &pb::Field, text: &[u8]) -> MysqlError {
         state: "HY000".into(),
         message: format!(
             "Cannot send value '{shown}{ellipsis}' of column '{}' as {:?} in the binary protocol",
-            field.name,
+            String::from_utf8_lossy(&field.name),
             column_type(field)
         ),
     }
@@ -229,12 +229,12 @@ mod tests {
 
     fn field(name: &str, mysql: u8, flags: u16, charset: u32) -> pb::Field {
         pb::Field {
-            name: name.into(),
+            name: Bytes::copy_from_slice(name.as_bytes()),
             r#type: vitess_type(mysql, flags) as i32,
             table: "t".into(),
             org_table: "t_real".into(),
             database: "db".into(),
-            org_name: format!("{name}_org"),
+            org_name: format!("{name}_org").into(),
             column_length: 20,
             charset,
             decimals: 0,
@@ -295,8 +295,8 @@ mod tests {
             assert_eq!(c.schema_str(), "db");
             assert_eq!(c.table_str(), "t");
             assert_eq!(c.org_table_str(), "t_real");
-            assert_eq!(c.name_str(), f.name);
-            assert_eq!(c.org_name_str(), f.org_name);
+            assert_eq!(c.name_ref(), &f.name[..]);
+            assert_eq!(c.org_name_ref(), &f.org_name[..]);
             assert_eq!(&payload[..4], b"\x03def");
         }
     }
@@ -640,14 +640,14 @@ mod tests {
         let head = |f: &pb::Field| {
             let mut b = BytesMut::new();
             for s in [
-                "def",
+                &b"def"[..],
                 &f.database,
                 &f.table,
                 &f.org_table,
                 &f.name,
                 &f.org_name,
             ] {
-                b.put_lenenc_str(s.as_bytes());
+                b.put_lenenc_str(s);
             }
             b.len()
         };
@@ -674,11 +674,11 @@ mod tests {
                     payload.to_vec()
                 };
                 let c = parse_column(&standard);
-                assert_eq!(c.name_str(), f.name);
+                assert_eq!(c.name_ref(), &f.name[..]);
                 assert_eq!(c.column_length(), f.column_length);
-                let expected = match (f.name.as_str(), style) {
-                    ("j", ColumnStyle::Mysql) => ColumnType::MYSQL_TYPE_JSON,
-                    ("j", _) => ColumnType::MYSQL_TYPE_BLOB,
+                let expected = match (&f.name[..], style) {
+                    (b"j", ColumnStyle::Mysql) => ColumnType::MYSQL_TYPE_JSON,
+                    (b"j", _) => ColumnType::MYSQL_TYPE_BLOB,
                     _ => ColumnType::MYSQL_TYPE_VAR_STRING,
                 };
                 assert_eq!(c.column_type(), expected, "{style:?}");
@@ -726,7 +726,7 @@ mod tests {
         assert_eq!(p.len(), 3);
         for (payload, f) in p.iter().zip(&fields) {
             assert_eq!(*payload.last().unwrap(), 0xfb);
-            assert_eq!(parse_column(payload).name_str(), f.name);
+            assert_eq!(parse_column(payload).name_ref(), &f.name[..]);
         }
         assert_eq!(&p[2][..], &[0xfe, 0, 0, 2, 0][..]);
     }

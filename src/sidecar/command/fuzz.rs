@@ -258,7 +258,7 @@ fn reply<M>(message: M) -> Reply<M> {
 fn random_fields(rng: &mut SmallRng) -> Vec<pb::Field> {
     (0..rng.random_range(0..4))
         .map(|i| pb::Field {
-            name: format!("c{i}"),
+            name: format!("c{i}").into(),
             r#type: rng.random_range(0..2100),
             charset: rng.random_range(0..300),
             flags: rng.random(),

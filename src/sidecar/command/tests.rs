@@ -62,7 +62,7 @@ fn prepare(phase: &mut Phase, sql: &str, params: u32, columns: usize) -> u32 {
     };
     let fields = (0..columns)
         .map(|i| pb::Field {
-            name: format!("c{i}"),
+            name: format!("c{i}").into(),
             r#type: pb::Type::Int32 as i32,
             ..pb::Field::default()
         })
@@ -391,7 +391,7 @@ fn result_message(fields: usize, rows: &[&str]) -> pb::ExecuteResponse {
         result: Some(pb::QueryResult {
             fields: (0..fields)
                 .map(|i| pb::Field {
-                    name: format!("c{i}"),
+                    name: format!("c{i}").into(),
                     r#type: pb::Type::Varchar as i32,
                     charset: 45,
                     ..pb::Field::default()
