@@ -5,7 +5,7 @@
 //! Precedence is flags > `MYQUIC_*` environment > file > defaults: the
 //! file is read into the role's settings (missing keys take their
 //! defaults), then the environment's variables and then the command
-//! line's flags override single keys ([`flags`]). [`load`] reads nothing
+//! line's flags override single keys (`flags`). [`load`] reads nothing
 //! itself: `main` reads the file and the process environment and passes
 //! them in, so precedence is tested with the inputs as values. Unknown
 //! keys are errors that name the key.

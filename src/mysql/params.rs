@@ -23,7 +23,7 @@ pub enum ParamValue {
     Date(DateTime),
     /// DATETIME or TIMESTAMP.
     DateTime(DateTime),
-    /// Clamped to TIME's range as the server does (see [`param_time`]).
+    /// Clamped to TIME's range as the server does (see `param_time`).
     Time(Time),
     Bit(Bytes),
     /// A BLOB type: a binary string to the server (`my_charset_bin`, no

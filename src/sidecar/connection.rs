@@ -1,5 +1,5 @@
 //! One client connection's command phase on its socket: reads each
-//! command, lets [`CommandPhase`] decide the answer, and makes the
+//! command, lets `command::CommandPhase` decide the answer, and makes the
 //! upstream calls it names on the shared upstream connection, writing
 //! rows back while they stream in. Cancellation (a hang-up, `KILL`, the
 //! drain) and the session's idle timeout live here; every protocol rule

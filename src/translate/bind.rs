@@ -133,7 +133,7 @@ fn limit_count(var: &BindVariable, in_limit: bool) -> Option<u64> {
 }
 
 /// Values from this size on are written as escaped string literals where
-/// the dialect allows it (see [`StringLiterals::escaped`]), not as hex.
+/// the dialect allows it (see `StringLiterals::escaped`), not as hex.
 pub const ESCAPED_MIN: usize = 64 << 10;
 
 /// How string and byte values become literals: hex with an introducer

@@ -71,7 +71,7 @@ pub enum Step {
     Answered(Next),
     Execute(Execute),
     /// `KILL [QUERY|CONNECTION] id`: of one of the sidecar's connections,
-    /// if `id` is one ([`CommandPhase::killed`]); otherwise `id` is a
+    /// if `id` is one (the socket loop asks the registry); otherwise `id` is a
     /// backend thread id and the statement runs upstream.
     KillOrExecute {
         id: u64,
