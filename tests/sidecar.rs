@@ -1055,3 +1055,40 @@ async fn column_names_that_are_not_utf8_are_the_backends() {
     assert_eq!(names[1][0], b"caf\xe9", "directly: the latin1 bytes");
     assert_eq!(names[0], names[1]);
 }
+
+/// Temporal parameters of a prepared statement are typed as the server
+/// types them: `SELECT ?` with a DATETIME, a TIME and a date-only value
+/// answers DATETIME and TIME columns with the same values, directly and
+/// through the sidecar (they were strings: VARCHAR columns).
+#[tokio::test]
+async fn temporal_parameters_keep_their_types() {
+    let chain = Chain::start().await;
+    let mut direct = chain.direct().await;
+    let mut via = chain.client().await;
+    let mut answers = Vec::new();
+    for conn in [&mut via, &mut direct] {
+        let statement = conn.prep("SELECT ?, ?, ?, ? < NOW()").await.unwrap();
+        let params = (
+            Value::Date(2024, 2, 29, 13, 14, 15, 123_456),
+            Value::Time(true, 1, 2, 3, 4, 5),
+            Value::Date(2024, 2, 29, 0, 0, 0, 0),
+            Value::Date(2001, 1, 1, 0, 0, 0, 0),
+        );
+        let mut result = conn.exec_iter(&statement, params).await.unwrap();
+        let types: Vec<_> = result
+            .columns_ref()
+            .iter()
+            .map(|c| c.column_type())
+            .collect();
+        let rows: Vec<mysql_async::Row> = result.collect().await.unwrap();
+        let values: Vec<Value> = rows[0].clone().unwrap();
+        answers.push((types, values));
+    }
+    use mysql_async::consts::ColumnType::*;
+    assert_eq!(
+        answers[1].0[..3],
+        [MYSQL_TYPE_DATETIME, MYSQL_TYPE_TIME, MYSQL_TYPE_DATETIME],
+        "directly"
+    );
+    assert_eq!(answers[0], answers[1]);
+}

@@ -306,11 +306,92 @@ fn push_value(out: &mut Vec<u8>, value: &Value, strings: &StringLiterals) -> Res
         Type::Bitnum => push_checked(out, text, is_bitnum, "0b bit number")?,
         _ if is_numeric(ty) => push_checked(out, text, is_number, "number")?,
         _ if is_binary(ty) || ty == Type::Bit => strings.push_bytes(out, text),
+        Type::Date | Type::Datetime | Type::Timestamp | Type::Time
+            if let Some(keyword) = temporal_keyword(ty, text) =>
+        {
+            // `DATE'…'`, `TIMESTAMP'…'`, `TIME'…'`: typed as the server
+            // types a temporal parameter (`SELECT ?` is a DATETIME column,
+            // comparisons are temporal). Only plain valid values take this
+            // form (digits and separators, nothing to quote); others stay
+            // strings, which the server reads as it would.
+            out.extend_from_slice(keyword);
+            out.push(b'\'');
+            out.extend_from_slice(text);
+            out.push(b'\'');
+        }
         // Text is the client's bytes in its character set: never checked
         // or converted here, the server reads it as it would a parameter.
         _ => strings.push(out, text),
     }
     Ok(())
+}
+
+/// The literal keyword for a temporal value written as MySQL writes it
+/// (`YYYY-MM-DD`, `YYYY-MM-DD hh:mm:ss[.ffffff]`, `[-]h:mm:ss[.ffffff]`)
+/// with a date that exists (no zero or invalid dates, which some
+/// `sql_mode`s refuse in a literal but not in a parameter).
+fn temporal_keyword(ty: Type, text: &[u8]) -> Option<&'static [u8]> {
+    let text = std::str::from_utf8(text).ok()?;
+    match ty {
+        Type::Date => valid_date(text).then_some(&b"DATE"[..]),
+        Type::Datetime | Type::Timestamp => {
+            let (date, time) = text.split_once(' ')?;
+            (valid_date(date) && valid_clock(time, 23)).then_some(&b"TIMESTAMP"[..])
+        }
+        Type::Time => {
+            valid_clock(text.strip_prefix('-').unwrap_or(text), 838).then_some(&b"TIME"[..])
+        }
+        _ => None,
+    }
+}
+
+fn digits(s: &str, len: std::ops::RangeInclusive<usize>) -> Option<u32> {
+    if !len.contains(&s.len()) || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+fn valid_date(s: &str) -> bool {
+    let mut parts = s.split('-');
+    let (Some(y), Some(m), Some(d), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    let (Some(y), Some(m), Some(d)) = (digits(y, 4..=4), digits(m, 2..=2), digits(d, 2..=2)) else {
+        return false;
+    };
+    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+    let days = match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return false,
+    };
+    y >= 1 && (1..=days).contains(&d)
+}
+
+/// `h:mm:ss[.ffffff]` with hours up to `max_hours`.
+fn valid_clock(s: &str, max_hours: u32) -> bool {
+    let (clock, fraction) = match s.split_once('.') {
+        Some((c, f)) => (c, Some(f)),
+        None => (s, None),
+    };
+    if fraction.is_some_and(|f| digits(f, 1..=6).is_none()) {
+        return false;
+    }
+    let mut parts = clock.split(':');
+    let (Some(h), Some(m), Some(sec), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    matches!(
+        (digits(h, 1..=3), digits(m, 2..=2), digits(sec, 2..=2)),
+        (Some(h), Some(m), Some(sec)) if h <= max_hours && m <= 59 && sec <= 59
+    )
 }
 
 fn push_checked(
@@ -640,5 +721,29 @@ mod tests {
             count_placeholders(b"select ?, '?', \"?\", ? # ?", &Dialect::default()),
             2
         );
+    }
+    /// Temporal values become typed literals only when plainly valid;
+    /// anything else stays a string, read as the server would read it.
+    #[test]
+    fn temporal_literals_only_for_valid_values() {
+        use super::temporal_keyword as kw;
+        assert_eq!(kw(Type::Date, b"2024-02-29"), Some(&b"DATE"[..]));
+        assert_eq!(kw(Type::Date, b"2023-02-29"), None, "not a leap year");
+        assert_eq!(kw(Type::Date, b"0000-00-00"), None, "zero date");
+        assert_eq!(kw(Type::Date, b"2024-13-01"), None);
+        assert_eq!(kw(Type::Date, b"2024-1-01"), None);
+        assert_eq!(
+            kw(Type::Datetime, b"2024-02-29 23:59:59.123456"),
+            Some(&b"TIMESTAMP"[..])
+        );
+        assert_eq!(kw(Type::Datetime, b"2024-02-29 24:00:00"), None);
+        assert_eq!(kw(Type::Datetime, b"2024-02-29 00:00:00.1234567"), None);
+        assert_eq!(kw(Type::Datetime, b"2024-02-29T00:00:00"), None);
+        assert_eq!(kw(Type::Datetime, b"2024-02-29 00:00:00' OR 1"), None);
+        assert_eq!(kw(Type::Time, b"-838:59:59"), Some(&b"TIME"[..]));
+        assert_eq!(kw(Type::Time, b"838:59:59.000007"), Some(&b"TIME"[..]));
+        assert_eq!(kw(Type::Time, b"839:00:00"), None);
+        assert_eq!(kw(Type::Time, b"1:60:00"), None);
+        assert_eq!(kw(Type::Varchar, b"2024-02-29"), None);
     }
 }
