@@ -439,10 +439,22 @@ async fn sessions_cannot_be_forged_shared_or_used_twice_at_once() {
         "another user cannot use the session"
     );
 
+    // One request at a time: a second request waits for the first (a
+    // cancelled statement may take a moment to end at the backend), up to
+    // 2 s, and is refused after that — never run beside it.
+    let brief = {
+        let client = client.clone();
+        let session = session.clone();
+        tokio::spawn(async move { client.execute(Some(&session), "SELECT SLEEP(0.5)").await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let waited = client.execute(Some(&session), "SELECT @secret").await;
+    assert!(waited.error.is_none(), "{:?}", waited.error);
+    assert!(brief.await.unwrap().error.is_none());
     let slow = {
         let client = client.clone();
         let session = session.clone();
-        tokio::spawn(async move { client.execute(Some(&session), "SELECT SLEEP(1)").await })
+        tokio::spawn(async move { client.execute(Some(&session), "SELECT SLEEP(3)").await })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     let err = client

@@ -37,6 +37,14 @@ struct Ran {
     error: Option<RpcError>,
 }
 
+/// A session still held by another request (which `leased` waited for).
+fn busy() -> ApiError {
+    ApiError::new(
+        crate::api::Code::Aborted,
+        "session is already in use by another request; a session runs one request at a time",
+    )
+}
+
 impl Rpc {
     pub fn create_session(&self, account: &Account) -> Result<pb::CreateSessionResponse, ApiError> {
         let lease = self.lease(account, None)?;
@@ -57,12 +65,13 @@ impl Rpc {
         request: pb::CloseSessionRequest,
     ) -> Result<pb::CloseSessionResponse, ApiError> {
         match self
-            .sessions
-            .lease(&account.username, request.session.as_ref())
+            .leased(&account.username, request.session.as_ref())
+            .await
         {
             Ok(lease) => self.sessions.close(lease),
             Err(Refusal::TransactionLost(fresh)) => self.sessions.close(fresh),
             Err(Refusal::Api(e)) => return Err(e),
+            Err(Refusal::Busy(_)) => return Err(busy()),
         }
         Ok(pb::CloseSessionResponse::default())
     }
@@ -73,7 +82,10 @@ impl Rpc {
         request: pb::ExecuteRequest,
     ) -> Result<pb::ExecuteResponse, ApiError> {
         let started = Instant::now();
-        let mut lease = match self.lease_or_lost(&account, request.session.as_ref())? {
+        let mut lease = match self
+            .lease_or_lost(&account, request.session.as_ref())
+            .await?
+        {
             Ok(lease) => lease,
             Err(lost) => return Ok(lost),
         };
@@ -122,7 +134,7 @@ impl Rpc {
         request: pb::ExecuteRequest,
         mut sink: StreamSink,
     ) {
-        let mut lease = match self.lease_or_lost(&account, request.session.as_ref()) {
+        let mut lease = match self.lease_or_lost(&account, request.session.as_ref()).await {
             Ok(Ok(lease)) => lease,
             Ok(Err(lost)) => return sink.finish(Some(lost), None).await,
             Err(e) => return sink.finish(None, Some(e)).await,
@@ -150,7 +162,10 @@ impl Rpc {
         account: Arc<Account>,
         request: pb::PrepareRequest,
     ) -> Result<pb::PrepareResponse, ApiError> {
-        let mut lease = match self.lease_or_lost(&account, request.session.as_ref())? {
+        let mut lease = match self
+            .lease_or_lost(&account, request.session.as_ref())
+            .await?
+        {
             Ok(lease) => lease,
             Err(lost) => {
                 return Ok(pb::PrepareResponse {
@@ -192,10 +207,21 @@ impl Rpc {
         }
     }
 
+    /// A session's lease, waiting (bounded) for a request still holding it
+    /// (so never [`Refusal::Busy`]).
+    async fn leased(&self, owner: &str, cookie: Option<&pb::Session>) -> Result<Lease, Refusal> {
+        match self.sessions.lease(owner, cookie) {
+            Err(Refusal::Busy(slot)) => self.sessions.wait_for(slot).await,
+            other => other,
+        }
+    }
+
+    /// A new session's lease (no cookie: never busy).
     fn lease(&self, account: &Account, cookie: Option<&pb::Session>) -> Result<Lease, ApiError> {
         match self.sessions.lease(&account.username, cookie) {
             Ok(lease) => Ok(lease),
             Err(Refusal::Api(e)) => Err(e),
+            Err(Refusal::Busy(_)) => Err(busy()),
             Err(Refusal::TransactionLost(fresh)) => {
                 self.sessions.close(fresh);
                 Err(ApiError::new(crate::api::Code::Aborted, LOST_TRANSACTION))
@@ -205,14 +231,15 @@ impl Rpc {
 
     /// A lease, or the response telling the client its transaction is gone
     /// (with a fresh session, so it can go on).
-    fn lease_or_lost(
+    async fn lease_or_lost(
         &self,
         account: &Account,
         cookie: Option<&pb::Session>,
     ) -> Result<Result<Lease, pb::ExecuteResponse>, ApiError> {
-        match self.sessions.lease(&account.username, cookie) {
+        match self.leased(&account.username, cookie).await {
             Ok(lease) => Ok(Ok(lease)),
             Err(Refusal::Api(e)) => Err(e),
+            Err(Refusal::Busy(_)) => Err(busy()),
             Err(Refusal::TransactionLost(fresh)) => Ok(Err(pb::ExecuteResponse {
                 session: Some(self.sessions.cookie(&fresh.slot, &fresh.state)),
                 error: Some(lost_transaction()),

@@ -109,10 +109,15 @@ impl Drop for Lease {
     }
 }
 
+/// How long a request waits for its session's previous request to end.
+pub const BUSY_WAIT: Duration = Duration::from_secs(2);
+
 /// Why a request cannot use the session it named.
 pub enum Refusal {
-    /// A protocol-level failure (forgery, concurrent use, limits).
+    /// A protocol-level failure (forgery, limits).
     Api(ApiError),
+    /// Another request holds the session: [`Sessions::wait_for`] it.
+    Busy(Arc<Slot>),
     /// The session expired, or the gateway restarted, while it held a
     /// transaction: the transaction is gone. A fresh session is offered.
     TransactionLost(Lease),
@@ -188,12 +193,9 @@ impl Sessions {
         }
         let existing = self.live.lock().expect("not poisoned").get(id).cloned();
         if let Some(slot) = existing {
-            let state = slot.state.clone().try_lock_owned().map_err(|_| {
-                Refusal::Api(ApiError::new(
-                    Code::Aborted,
-                    "session is already in use by another request; a session runs one request at a time",
-                ))
-            })?;
+            let Ok(state) = slot.state.clone().try_lock_owned() else {
+                return Err(Refusal::Busy(slot));
+            };
             *slot.last_used.lock().expect("not poisoned") = Instant::now();
             return Ok(Lease { slot, state });
         }
@@ -210,6 +212,24 @@ impl Sessions {
         // Idle-expired (or closed) outside a transaction: nothing was lost,
         // so the session continues on a new backend connection.
         self.create(owner, id.clone()).map_err(Refusal::Api)
+    }
+
+    /// Waits for the request that holds `slot` to end, up to
+    /// [`BUSY_WAIT`]. A session runs one request at a time; the one before
+    /// may still be ending (a statement the client just cancelled ends
+    /// when the backend has killed it), and the next request of a client
+    /// that cancelled must not fail for that.
+    pub async fn wait_for(&self, slot: Arc<Slot>) -> Result<Lease, Refusal> {
+        let state = tokio::time::timeout(BUSY_WAIT, slot.state.clone().lock_owned())
+            .await
+            .map_err(|_| {
+                Refusal::Api(ApiError::new(
+                    Code::Aborted,
+                    "session is already in use by another request; a session runs one request at a time",
+                ))
+            })?;
+        *slot.last_used.lock().expect("not poisoned") = Instant::now();
+        Ok(Lease { slot, state })
     }
 
     /// Ends every session (at shutdown, after in-flight requests) and
@@ -388,15 +408,24 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn concurrent_use_is_refused() {
-        let s = sessions();
+    /// One request at a time: a second one waits for the first to end
+    /// (never runs beside it).
+    #[tokio::test]
+    async fn a_second_request_waits_for_the_first() {
+        let s = Arc::new(sessions());
         let lease = s.lease("alice", None).ok().unwrap();
         let cookie = s.cookie(&lease.slot, &lease.state);
-        match s.lease("alice", Some(&cookie)) {
-            Err(Refusal::Api(e)) => assert_eq!(e.code, Code::Aborted),
-            _ => panic!("a session in use was leased twice"),
-        }
+        let Err(Refusal::Busy(slot)) = s.lease("alice", Some(&cookie)) else {
+            panic!("a session in use was leased twice");
+        };
+        let waiting = tokio::spawn({
+            let s = s.clone();
+            async move { s.wait_for(slot).await.is_ok() }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "waits while the first holds it");
+        drop(lease);
+        assert!(waiting.await.unwrap(), "leased once the first ended");
     }
 
     #[test]
