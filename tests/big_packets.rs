@@ -6,12 +6,12 @@
 
 mod common;
 
+use common::sidecar::{local_user, sidecar_config};
+
 use mysql_async::prelude::*;
 use mysql_async::{Conn, OptsBuilder};
 
 use myquic::client::TransportPreference;
-use myquic::config::LocalUser;
-use myquic::config::Secret;
 use myquic::sidecar::{Sidecar, SidecarConfig};
 
 use common::{MariaDb, Stack};
@@ -29,28 +29,10 @@ struct Chain {
     sidecar: Sidecar,
 }
 
-fn secret(v: &str) -> Secret {
-    Secret {
-        value: Some(v.into()),
-        ..Default::default()
-    }
-}
-
 impl Chain {
     async fn start_on(stack: Stack, tweak: impl FnOnce(&mut SidecarConfig)) -> Self {
-        let mut config = SidecarConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            ..Default::default()
-        };
-        config.auth.users = vec![LocalUser {
-            username: LOCAL_USER.into(),
-            password: secret(LOCAL_PASSWORD),
-        }];
+        let mut config = sidecar_config(&stack, vec![local_user(LOCAL_USER, LOCAL_PASSWORD)]);
         config.auth.plugin = "mysql_native_password".into();
-        config.upstream.url = format!("https://localhost:{}", stack.addr().port());
-        config.upstream.ca = Some(stack.cert.clone());
-        config.upstream.username = common::USER.into();
-        config.upstream.password = secret(common::PASSWORD);
         tweak(&mut config);
         let sidecar = Sidecar::start(config).await.expect("sidecar starts");
         Self { stack, sidecar }

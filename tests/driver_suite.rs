@@ -18,6 +18,8 @@
 
 mod common;
 
+use common::sidecar::{local_user, sidecar_config};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -28,9 +30,7 @@ use tokio::process::Command;
 
 use common::Stack;
 use common::mariadb::{MariaDb, Options, TlsFiles};
-use myquic::config::LocalUser;
-use myquic::config::Secret;
-use myquic::sidecar::{Sidecar, SidecarConfig};
+use myquic::sidecar::Sidecar;
 
 const MODULE: &str = "github.com/go-sql-driver/mysql";
 /// The module whose `go.mod`/`go.sum` pin the driver's version.
@@ -341,22 +341,7 @@ fn copy_writable(from: &Path, to: &Path) {
 /// A sidecar at its defaults (the plugin follows the backend, a generated
 /// TLS certificate for `tls=skip-verify`) with the local user.
 async fn start_sidecar(stack: &Stack) -> Sidecar {
-    let secret = |v: &str| Secret {
-        value: Some(v.into()),
-        ..Default::default()
-    };
-    let mut config = SidecarConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        ..Default::default()
-    };
-    config.auth.users = vec![LocalUser {
-        username: "app".into(),
-        password: secret(SIDECAR_PASSWORD),
-    }];
-    config.upstream.url = format!("https://localhost:{}", stack.addr().port());
-    config.upstream.ca = Some(stack.cert.clone());
-    config.upstream.username = common::USER.into();
-    config.upstream.password = secret(common::PASSWORD);
+    let config = sidecar_config(stack, vec![local_user("app", SIDECAR_PASSWORD)]);
     let sidecar = Sidecar::start(config).await.expect("sidecar starts");
     // The driver's tests branch on the server's version (MariaDB or
     // MySQL), which the sidecar learns from its first request.

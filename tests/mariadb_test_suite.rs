@@ -18,15 +18,17 @@
 
 mod common;
 
+use common::secret;
+use common::sidecar::sidecar_config;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
 
-use myquic::config::Secret;
 use myquic::gateway::Credential;
-use myquic::sidecar::{Sidecar, SidecarConfig};
+use myquic::sidecar::Sidecar;
 
 use common::mariadb::Options;
 use common::{MariaDb, Stack};
@@ -241,13 +243,6 @@ async fn mtr_server() -> MariaDb {
     db
 }
 
-fn secret(v: &str) -> Secret {
-    Secret {
-        value: Some(v.into()),
-        ..Default::default()
-    }
-}
-
 /// What one mysql-test-run.pl run reported, by case.
 #[derive(Default)]
 struct Outcome {
@@ -390,15 +385,10 @@ impl Chain {
             .tempdir()
             .unwrap();
         let sidecar_socket = dir.path().join("s");
-        let mut config = SidecarConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            socket: Some(sidecar_socket.clone()),
-            ..Default::default()
-        };
         // No local users: any name is accepted on the unix socket, as
         // `root` without a password is on mysql-test-run.pl's servers.
-        config.upstream.url = format!("https://localhost:{}", stack.addr().port());
-        config.upstream.ca = Some(stack.cert.clone());
+        let mut config = sidecar_config(&stack, Vec::new());
+        config.socket = Some(sidecar_socket.clone());
         config.upstream.username = API_USER.into();
         config.upstream.password = secret(API_PASSWORD);
         let sidecar = Sidecar::start(config).await.expect("sidecar starts");

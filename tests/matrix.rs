@@ -15,6 +15,8 @@
 //! options, and compares with the same logins straight to MariaDB.
 
 mod common;
+
+use common::sidecar::{local_user, sidecar_config};
 #[path = "matrix/clients/rust-mysql-async/checks.rs"]
 mod rust_mysql_async;
 
@@ -29,9 +31,7 @@ use tokio::process::Command;
 
 use common::Stack;
 use common::mariadb::{MariaDb, Options, TlsFiles};
-use myquic::config::LocalUser;
-use myquic::config::Secret;
-use myquic::sidecar::{Sidecar, SidecarConfig};
+use myquic::sidecar::Sidecar;
 
 /// The checks every client is asked for, in table order (the contract's
 /// list); clients may add their own, shown in the last column.
@@ -273,23 +273,7 @@ const FLAVOURS: [(&str, Option<&str>, &[&str]); 2] = [
 /// gateway and the local user, and `server_version` if given. `auth.plugin`
 /// and `tls` stay at their defaults.
 async fn start_default_sidecar(servers: &Servers, version: Option<&str>) -> Sidecar {
-    let stack = &servers.stack;
-    let secret = |v: &str| Secret {
-        value: Some(v.into()),
-        ..Default::default()
-    };
-    let mut config = SidecarConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        ..Default::default()
-    };
-    config.auth.users = vec![LocalUser {
-        username: "app".into(),
-        password: secret(SIDECAR_PASSWORD),
-    }];
-    config.upstream.url = format!("https://localhost:{}", stack.addr().port());
-    config.upstream.ca = Some(stack.cert.clone());
-    config.upstream.username = common::USER.into();
-    config.upstream.password = secret(common::PASSWORD);
+    let mut config = sidecar_config(&servers.stack, vec![local_user("app", SIDECAR_PASSWORD)]);
     if let Some(version) = version {
         config.server_version = version.into();
     }
@@ -449,29 +433,14 @@ fn env(
 
 async fn start_sidecar(servers: &Servers, socket: &Path) -> Sidecar {
     let stack = &servers.stack;
-    let secret = |v: &str| Secret {
-        value: Some(v.into()),
-        ..Default::default()
-    };
-    let mut config = SidecarConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        socket: Some(socket.to_path_buf()),
-        ..Default::default()
-    };
+    let mut config = sidecar_config(stack, vec![local_user("app", SIDECAR_PASSWORD)]);
+    config.socket = Some(socket.to_path_buf());
     // MySQL 8's plugin, not the default ("auto": MariaDB's
     // mysql_native_password here), so every client's first login is a
     // caching_sha2_password full authentication.
     config.auth.plugin = "caching_sha2_password".into();
-    config.auth.users = vec![LocalUser {
-        username: "app".into(),
-        password: secret(SIDECAR_PASSWORD),
-    }];
     config.tls.cert = Some(servers.tls.cert.clone());
     config.tls.key = Some(servers.tls.key.clone());
-    config.upstream.url = format!("https://localhost:{}", stack.addr().port());
-    config.upstream.ca = Some(stack.cert.clone());
-    config.upstream.username = common::USER.into();
-    config.upstream.password = secret(common::PASSWORD);
     let sidecar = Sidecar::start(config).await.expect("sidecar starts");
     learns_the_backend(&sidecar).await;
     sidecar

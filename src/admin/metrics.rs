@@ -221,8 +221,8 @@ impl<T: Encode> Render for Metric<T> {
 /// `gateway`.
 pub struct Metrics {
     pub sidecar: SidecarMetrics,
-    pub upstream: UpstreamMetrics,
-    pub gateway: GatewayMetrics,
+    pub upstream: RequestMetrics,
+    pub gateway: RequestMetrics,
 }
 
 /// The sidecar's MySQL side.
@@ -252,33 +252,15 @@ impl SidecarMetrics {
     }
 }
 
-/// The psdb client (sidecar → gateway).
-pub struct UpstreamMetrics {
+/// psdb requests as one side counts them: the client (sidecar → gateway)
+/// or the gateway's service.
+pub struct RequestMetrics {
     pub requests: Metric<Family<Counter>>,
     pub duration: Metric<Family<Histogram>>,
     pub bytes: Metric<Family<Counter>>,
 }
 
-impl UpstreamMetrics {
-    /// All of them, in rendering order (see [`SidecarMetrics::all`]).
-    pub fn all(&self) -> [&dyn Render; 3] {
-        let Self {
-            requests,
-            duration,
-            bytes,
-        } = self;
-        [requests, duration, bytes]
-    }
-}
-
-/// The gateway's psdb service.
-pub struct GatewayMetrics {
-    pub requests: Metric<Family<Counter>>,
-    pub duration: Metric<Family<Histogram>>,
-    pub bytes: Metric<Family<Counter>>,
-}
-
-impl GatewayMetrics {
+impl RequestMetrics {
     /// All of them, in rendering order (see [`SidecarMetrics::all`]).
     pub fn all(&self) -> [&dyn Render; 3] {
         let Self {
@@ -314,7 +296,7 @@ pub static METRICS: Metrics = Metrics {
             Counter::new(),
         ),
     },
-    upstream: UpstreamMetrics {
+    upstream: RequestMetrics {
         requests: Metric::new(
             "myquic_upstream_requests",
             "psdb requests to the gateway by method, transport and outcome.",
@@ -331,7 +313,7 @@ pub static METRICS: Metrics = Metrics {
             Family::new(&["direction", "form"]),
         ),
     },
-    gateway: GatewayMetrics {
+    gateway: RequestMetrics {
         requests: Metric::new(
             "myquic_gateway_requests",
             "psdb requests by method, transport and outcome (at the response head).",

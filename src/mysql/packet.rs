@@ -183,6 +183,23 @@ impl Packets {
     }
 }
 
+/// Splits framed output into payloads, checking that sequence ids run on
+/// from `first_seq` and that nothing partial is left (for tests of what
+/// encoders write).
+#[cfg(test)]
+pub fn payloads(out: &mut Packets, first_seq: u8) -> Vec<Bytes> {
+    let mut buf = out.take();
+    let mut seq = first_seq;
+    let mut all = Vec::new();
+    while let Some(p) = decode(&mut buf, usize::MAX).unwrap() {
+        assert_eq!(p.seq, seq);
+        seq = seq.wrapping_add(1);
+        all.push(p.payload);
+    }
+    assert!(buf.is_empty());
+    all
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -488,8 +488,7 @@ pub fn field_list(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mysql::packet::decode;
-    use bytes::Bytes;
+    use crate::mysql::packet::payloads;
     use mysql_common::io::ParseBuf;
     use mysql_common::packets::{
         CommonOkPacket, ErrPacket, OkPacketDeserializer, OldEofPacket, ResultSetTerminator,
@@ -501,20 +500,6 @@ mod tests {
 
     fn classic_caps() -> CapabilityFlags {
         caps() - CapabilityFlags::CLIENT_DEPRECATE_EOF
-    }
-
-    /// Splits framed output into payloads, checking sequence ids.
-    fn payloads(out: &mut Packets, first_seq: u8) -> Vec<Bytes> {
-        let mut buf = out.take();
-        let mut seq = first_seq;
-        let mut all = Vec::new();
-        while let Some(p) = decode(&mut buf, usize::MAX).unwrap() {
-            assert_eq!(p.seq, seq);
-            seq = seq.wrapping_add(1);
-            all.push(p.payload);
-        }
-        assert!(buf.is_empty());
-        all
     }
 
     #[test]

@@ -192,7 +192,7 @@ fn unconvertible(field: &pb::Field, text: &[u8]) -> MysqlError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mysql::packet::decode;
+    use crate::mysql::packet::payloads;
     use crate::translate::rows::pack_row;
     use crate::translate::types::vitess_type;
     use bytes::{BufMut, Bytes, BytesMut};
@@ -211,20 +211,6 @@ mod tests {
 
     fn classic_caps() -> CapabilityFlags {
         caps() - CapabilityFlags::CLIENT_DEPRECATE_EOF
-    }
-
-    /// Splits framed output into payloads, checking sequence ids.
-    fn payloads(out: &mut Packets, first_seq: u8) -> Vec<Bytes> {
-        let mut buf = out.take();
-        let mut seq = first_seq;
-        let mut all = Vec::new();
-        while let Some(p) = decode(&mut buf, usize::MAX).unwrap() {
-            assert_eq!(p.seq, seq);
-            seq = seq.wrapping_add(1);
-            all.push(p.payload);
-        }
-        assert!(buf.is_empty());
-        all
     }
 
     fn field(name: &str, mysql: u8, flags: u16, charset: u32) -> pb::Field {

@@ -56,16 +56,8 @@ impl Chain {
     pub async fn launch_on(stack: Stack, tweak: impl FnOnce(&mut SidecarConfig)) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("sidecar.sock");
-        let mut config = SidecarConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            socket: Some(socket.clone()),
-            ..Default::default()
-        };
-        config.auth.users = vec![local_user(LOCAL_USER, LOCAL_PASSWORD)];
-        config.upstream.url = format!("https://localhost:{}", stack.addr().port());
-        config.upstream.ca = Some(stack.cert.clone());
-        config.upstream.username = USER.into();
-        config.upstream.password = secret(PASSWORD);
+        let mut config = sidecar_config(&stack, vec![local_user(LOCAL_USER, LOCAL_PASSWORD)]);
+        config.socket = Some(socket.clone());
         tweak(&mut config);
         let sidecar = Sidecar::start(config).await.expect("sidecar starts");
         Self {
@@ -118,6 +110,22 @@ impl Chain {
     pub async fn raw(&self) -> TcpStream {
         TcpStream::connect(self.sidecar.addr()).await.unwrap()
     }
+}
+
+/// A sidecar on a free loopback port, sent to `stack`'s gateway as the
+/// test's API user, with `users` as its local accounts: what every test
+/// sidecar says; each test adds its own.
+pub fn sidecar_config(stack: &Stack, users: Vec<LocalUser>) -> SidecarConfig {
+    let mut config = SidecarConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        ..Default::default()
+    };
+    config.auth.users = users;
+    config.upstream.url = format!("https://localhost:{}", stack.addr().port());
+    config.upstream.ca = Some(stack.cert.clone());
+    config.upstream.username = USER.into();
+    config.upstream.password = secret(PASSWORD);
+    config
 }
 
 /// A sidecar account.
