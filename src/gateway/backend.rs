@@ -16,6 +16,7 @@ use crate::translate::rows::pack_row;
 use crate::translate::types::{blob_subtype_name, vitess_type};
 
 use super::json_columns::JsonColumns;
+use super::vitess::{MAX_WARNINGS, WARNINGS_QUERY};
 
 /// How a backend call failed.
 #[derive(Debug)]
@@ -273,9 +274,10 @@ pub fn field(column: &Column) -> pb::Field {
 /// the API's message is a string; the client's own `SHOW WARNINGS` reads
 /// the backend's bytes.
 pub async fn warnings(conn: &mut Conn) -> Result<Vec<pb::QueryWarning>, BackendError> {
-    let rows: Vec<(Vec<u8>, u32, Vec<u8>)> = conn.query("SHOW WARNINGS LIMIT 64").await?;
+    let rows: Vec<(Vec<u8>, u32, Vec<u8>)> = conn.query(WARNINGS_QUERY).await?;
     Ok(rows
         .into_iter()
+        .take(MAX_WARNINGS)
         .map(|(_, code, message)| pb::QueryWarning {
             code,
             message: String::from_utf8_lossy(&message).into_owned(),

@@ -19,6 +19,7 @@ use super::json_columns::JsonColumns;
 use super::packet_limit::BackendPacket;
 use super::sessions::{Lease, Refusal, Sessions};
 use super::stream::StreamSink;
+use super::vitess;
 
 /// Shared by every request.
 pub struct Rpc {
@@ -318,14 +319,11 @@ impl Rpc {
             };
             match why {
                 Ok(r) => r,
-                Err(why) => {
-                    if let Err(e) = backend::kill_query(&account.pool, conn_id).await {
-                        warn!(error = ?e, "could not kill a statement");
-                    }
+                Err(why) => match backend::kill_query(&account.pool, conn_id).await {
                     // MariaDB answers some killed statements (SLEEP,
                     // BENCHMARK) with an ordinary-looking result, so the
                     // backend's answer is never passed on as a success.
-                    match running.await {
+                    Ok(()) => match running.await {
                         Err(e @ BackendError::Connection(_)) => Err(e),
                         _ => Err(BackendError::Sql(MysqlError {
                             code: 1317,
@@ -334,8 +332,31 @@ impl Rpc {
                                 "Query execution was interrupted: {why}; it may have partially completed"
                             ),
                         })),
+                    },
+                    // vtgate refuses KILL: waiting for the statement could
+                    // take as long as it runs, so its connection is given
+                    // up (see `vitess::abandoned`).
+                    Err(refused) => {
+                        warn!(error = ?refused, "could not kill a statement: its backend connection is given up");
+                        drop(running);
+                        let state = &mut *lease.state;
+                        // With autocommit off the statement opened one.
+                        let in_transaction = state.in_transaction || !state.autocommit;
+                        state.conn = None;
+                        // `finish` then ends the session as lost: its next
+                        // request gets 1927, never a fresh autocommit one.
+                        state.in_transaction = in_transaction;
+                        state.warnings.clear();
+                        return Ran {
+                            outcome: None,
+                            error: Some(to_rpc_error(&vitess::abandoned(
+                                &why,
+                                &refused.to_mysql(),
+                                in_transaction,
+                            ))),
+                        };
                     }
-                }
+                },
             }
         };
         // DDL may turn a column into JSON or back.

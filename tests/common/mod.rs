@@ -10,6 +10,7 @@ pub mod mariadb;
 pub mod netns;
 pub mod sidecar;
 pub mod sidecar_child;
+pub mod vitess;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
