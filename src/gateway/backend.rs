@@ -313,6 +313,10 @@ pub async fn session_facts(conn: &mut Conn) -> Result<SessionFacts, BackendError
         Option<String>,
         Option<u64>,
     );
+    // The status flags the statement ended with (`None` after an error),
+    // read before this query's own: through vtgate with autocommit off,
+    // this query opens a transaction itself.
+    let status = conn.last_ok_packet().map(|ok| ok.status_flags());
     let row: Option<Row> = conn
         .query_first(
             "SELECT @@in_transaction, @@autocommit, \
@@ -323,7 +327,7 @@ pub async fn session_facts(conn: &mut Conn) -> Result<SessionFacts, BackendError
     let (in_tx, autocommit, database, charset, sql_mode, wait_timeout) =
         row.unwrap_or((0, 1, None, None, None, None));
     Ok(SessionFacts {
-        in_transaction: in_tx != 0,
+        in_transaction: super::vitess::in_transaction(status, in_tx),
         autocommit: autocommit != 0,
         database: database.and_then(|d| String::from_utf8(d).ok()),
         charset,

@@ -212,7 +212,18 @@ impl Rpc {
     /// (so never [`Refusal::Busy`]).
     async fn leased(&self, owner: &str, cookie: Option<&pb::Session>) -> Result<Lease, Refusal> {
         match self.sessions.lease(owner, cookie) {
-            Err(Refusal::Busy(slot)) => self.sessions.wait_for(slot).await,
+            Err(Refusal::Busy(slot)) => {
+                let lease = self.sessions.wait_for(slot).await?;
+                if self.sessions.is_live(&lease.slot) {
+                    return Ok(lease);
+                }
+                // The request waited for ended the session (its backend
+                // connection, and so its transaction, lost — as when vtgate
+                // refuses to kill a cancelled statement): this one is told
+                // so as a new request would be, never run on what is left.
+                drop(lease);
+                self.sessions.lease(owner, cookie)
+            }
             other => other,
         }
     }
@@ -318,12 +329,12 @@ impl Rpc {
                 () = gone => Err("the client went away (cancelled the request)".to_string()),
             };
             match why {
-                Ok(r) => r,
+                Ok(r) => Ok(r),
                 Err(why) => match backend::kill_query(&account.pool, conn_id).await {
                     // MariaDB answers some killed statements (SLEEP,
                     // BENCHMARK) with an ordinary-looking result, so the
                     // backend's answer is never passed on as a success.
-                    Ok(()) => match running.await {
+                    Ok(()) => Ok(match running.await {
                         Err(e @ BackendError::Connection(_)) => Err(e),
                         _ => Err(BackendError::Sql(MysqlError {
                             code: 1317,
@@ -332,31 +343,23 @@ impl Rpc {
                                 "Query execution was interrupted: {why}; it may have partially completed"
                             ),
                         })),
-                    },
+                    }),
                     // vtgate refuses KILL: waiting for the statement could
                     // take as long as it runs, so its connection is given
-                    // up (see `vitess::abandoned`).
-                    Err(refused) => {
-                        warn!(error = ?refused, "could not kill a statement: its backend connection is given up");
-                        drop(running);
-                        let state = &mut *lease.state;
-                        // With autocommit off the statement opened one.
-                        let in_transaction = state.in_transaction || !state.autocommit;
-                        state.conn = None;
-                        // `finish` then ends the session as lost: its next
-                        // request gets 1927, never a fresh autocommit one.
-                        state.in_transaction = in_transaction;
-                        state.warnings.clear();
-                        return Ran {
-                            outcome: None,
-                            error: Some(to_rpc_error(&vitess::abandoned(
-                                &why,
-                                &refused.to_mysql(),
-                                in_transaction,
-                            ))),
-                        };
-                    }
+                    // up below, once the statement is dropped.
+                    Err(refused) => Err((why, refused.to_mysql())),
                 },
+            }
+        };
+        let result = match result {
+            Ok(result) => result,
+            Err((why, refused)) => {
+                warn!(error = ?refused, "could not kill a statement: its backend connection is given up");
+                let error = vitess::abandon(&mut lease.state, &why, &refused);
+                return Ran {
+                    outcome: None,
+                    error: Some(to_rpc_error(&error)),
+                };
             }
         };
         // DDL may turn a column into JSON or back.
