@@ -135,7 +135,10 @@ async fn autocommit_writes_reach_both_shards(chain: &Chain) {
     let mut client = chain.client().await;
     for id in 1..=20_i64 {
         let r = client
-            .exec_drop("INSERT INTO t (id, v) VALUES (?, ?)", (id, format!("v{id}")))
+            .exec_drop(
+                "INSERT INTO t (id, v) VALUES (?, ?)",
+                (id, format!("v{id}")),
+            )
             .await;
         r.unwrap_or_else(|e| panic!("insert {id} through the sidecar: {e}"));
         assert_eq!(client.affected_rows(), 1);
@@ -144,7 +147,11 @@ async fn autocommit_writes_reach_both_shards(chain: &Chain) {
         .query_drop("UPDATE t SET v = CONCAT(v, '!') WHERE id BETWEEN 1 AND 20")
         .await
         .unwrap();
-    assert_eq!(client.affected_rows(), 20, "a scatter update counts every shard");
+    assert_eq!(
+        client.affected_rows(),
+        20,
+        "a scatter update counts every shard"
+    );
     let low = ids_in_shard(chain, "-80").await;
     let high = ids_in_shard(chain, "80-").await;
     assert!(
@@ -191,16 +198,23 @@ async fn a_transaction_across_shards_commits_or_rolls_back(chain: &Chain) {
         rows
     };
     let balances = async |conn: &mut Conn| -> Vec<(i64, i64)> {
-        conn.exec("SELECT id, balance FROM bank WHERE id IN (?, ?) ORDER BY id", (a, b))
-            .await
-            .unwrap()
+        conn.exec(
+            "SELECT id, balance FROM bank WHERE id IN (?, ?) ORDER BY id",
+            (a, b),
+        )
+        .await
+        .unwrap()
     };
 
     client.query_drop("BEGIN").await.unwrap();
     for statement in transfer(30).split("; ") {
         client.query_drop(statement).await.unwrap();
     }
-    let in_tx: i64 = client.query_first("SELECT @@in_transaction").await.unwrap().unwrap();
+    let in_tx: i64 = client
+        .query_first("SELECT @@in_transaction")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(in_tx, 1);
     // Not visible to others before COMMIT ...
     let mut direct = chain.direct().await;
@@ -287,7 +301,10 @@ async fn status_flags_follow_the_session(chain: &Chain) {
     ];
     for sql in steps {
         client.query_drop(sql).await.unwrap();
-        direct.query_drop(sql.replace("50", "60").replace("51", "61")).await.unwrap();
+        direct
+            .query_drop(sql.replace("50", "60").replace("51", "61"))
+            .await
+            .unwrap();
         assert_eq!(status(&client), status(&direct), "after {sql}");
     }
     // The row written with autocommit off was rolled back.
@@ -309,7 +326,7 @@ async fn prepared_statements_answer_as_directly(chain: &Chain) {
     let mut direct = chain.direct().await;
     let sql = "SELECT id, v, id * 2, ? FROM t WHERE id BETWEEN ? AND ? ORDER BY id";
     let params = ("tag", 3_i64, 12_i64);
-    let through: Vec<Row> = client.exec(sql, params.clone()).await.unwrap();
+    let through: Vec<Row> = client.exec(sql, params).await.unwrap();
     let straight: Vec<Row> = direct.exec(sql, params).await.unwrap();
     assert_eq!(through.len(), 10);
     let values = |rows: Vec<Row>| rows.into_iter().map(Row::unwrap).collect::<Vec<_>>();
@@ -357,7 +374,10 @@ async fn a_large_result_streams_as_directly(chain: &Chain) {
     let elapsed = started.elapsed();
     let straight: Vec<(i64, Vec<u8>)> = direct.query(sql).await.unwrap();
     assert_eq!(through.len(), ROWS as usize);
-    assert!(through == straight, "the rows through the sidecar equal vtgate's");
+    assert!(
+        through == straight,
+        "the rows through the sidecar equal vtgate's"
+    );
     let bytes: usize = through.iter().map(|(_, v)| v.len() + 8).sum();
     eprintln!(
         "{ROWS} rows ({} KiB) through the sidecar from vtgate in {elapsed:?}",
@@ -417,7 +437,10 @@ async fn killed(
     let ended = tokio::time::timeout(Duration::from_secs(10), running)
         .await
         .expect("the killed statement ends within 10 s");
-    (asked.elapsed(), ended.expect_err("a killed statement fails"))
+    (
+        asked.elapsed(),
+        ended.expect_err("a killed statement fails"),
+    )
 }
 
 async fn kill_query_stops_an_autocommit_statement(chain: &Chain) {
@@ -429,7 +452,10 @@ async fn kill_query_stops_an_autocommit_statement(chain: &Chain) {
     assert_eq!((e.code, e.state.as_str()), (1317, "70100"), "{}", e.message);
     eprintln!("KILL QUERY of an autocommit statement at vtgate: answered in {took:?}");
     // vtgate cannot stop it: it runs on at MariaDB (and ends by itself).
-    assert!(took < Duration::from_secs(5), "answered without waiting for SLEEP(20)");
+    assert!(
+        took < Duration::from_secs(5),
+        "answered without waiting for SLEEP(20)"
+    );
     // The connection goes on, on a new backend connection.
     let one: i64 = victim.query_first("SELECT 1").await.unwrap().unwrap();
     assert_eq!(one, 1);
@@ -453,7 +479,10 @@ async fn kill_query_inside_a_transaction_rolls_it_back(chain: &Chain) {
     // connection up, and the transaction is gone: the next statement gets
     // 1927 and the sidecar closes the connection, so the client cannot go
     // on (and COMMIT) as if its insert were pending.
-    match victim.query_drop("INSERT INTO t (id, v) VALUES (91, 'after')").await {
+    match victim
+        .query_drop("INSERT INTO t (id, v) VALUES (91, 'after')")
+        .await
+    {
         Err(mysql_async::Error::Server(e)) => {
             assert_eq!((e.code, e.state.as_str()), (1927, "70100"), "{}", e.message)
         }

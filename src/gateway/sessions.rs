@@ -457,7 +457,10 @@ mod tests {
         tokio::task::yield_now().await;
         s.discard(lease, true);
         let waited = waiting.await.unwrap();
-        assert!(!s.is_live(&waited.slot), "the waiter holds an ended session");
+        assert!(
+            !s.is_live(&waited.slot),
+            "the waiter holds an ended session"
+        );
         drop(waited);
         assert!(matches!(
             s.lease("alice", Some(&cookie)),

@@ -145,7 +145,10 @@ mod tests {
         for (in_transaction, autocommit) in [(true, true), (true, false), (false, false)] {
             let mut state = session(in_transaction, autocommit);
             let e = abandon(&mut state, "the client went away", &vt07001());
-            assert_eq!(e.code, 1927, "in_transaction {in_transaction}, autocommit {autocommit}");
+            assert_eq!(
+                e.code, 1927,
+                "in_transaction {in_transaction}, autocommit {autocommit}"
+            );
             // What makes the request's end discard the session as lost.
             assert!(state.conn.is_none() && state.in_transaction);
         }

@@ -132,7 +132,12 @@ impl Vitess {
         );
         let mut command = Command::new(root.join("bin/vttestserver"));
         command
-            .args(["--port", &base.to_string(), "--mysql_bind_host", "127.0.0.1"])
+            .args([
+                "--port",
+                &base.to_string(),
+                "--mysql_bind_host",
+                "127.0.0.1",
+            ])
             .args(["--keyspaces", KEYSPACE, "--num_shards", "2"])
             .arg("--schema_dir")
             .arg(dir.path().join("schema"))
