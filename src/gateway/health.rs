@@ -51,6 +51,15 @@ pub async fn check_backend(
         return;
     };
     loop {
+        // Every account settles `preferred` (a no-op once decided), so
+        // none is left on the TLS pool of a server that offers no TLS;
+        // the first account's failure is reported by the ping below.
+        let settle_all = health.service.accounts.iter().map(|a| a.pools.settle());
+        let _ = tokio::time::timeout(
+            Duration::from_secs(2),
+            futures_util::future::join_all(settle_all),
+        )
+        .await;
         // Asking for max_allowed_packet is the ping: an operator's change
         // to it is followed (the statement and request limits use it).
         // Whether the backend offers TLS is settled first (`preferred`).

@@ -77,6 +77,7 @@ impl Connection {
             mariadb,
             shared.max_packet,
             new_session,
+            shared.client.is_myquic_gateway(),
         ));
         Self {
             io,
