@@ -219,6 +219,12 @@ impl<S> CommandPhase<S> {
         &self.session
     }
 
+    /// Whether the upstream marks where each result ends (see
+    /// [`Login::marked_ends`]).
+    pub fn set_marked_ends(&mut self, marked: bool) {
+        self.marked_ends = marked;
+    }
+
     pub fn session_mut(&mut self) -> &mut Session {
         &mut self.session
     }
