@@ -14,10 +14,18 @@
 //!   (`preferred` too: never a fallback to plaintext).
 //! - `preferred_follows_the_server`: TLS with a server that offers it,
 //!   plaintext with one that does not; `required` refuses the latter.
+//! - `preferred_refuses_a_downgrade_after_tls_was_seen`: a relay on the
+//!   path starts hiding the server's TLS offer (as an attacker would):
+//!   new backend connections fail, none is made in plaintext.
 
 mod common;
 
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use common::mariadb::{MariaDb, Options, TlsFiles};
 use common::sidecar::Chain;
@@ -296,4 +304,82 @@ async fn preferred_follows_the_server() {
     let stack = Stack::start_on(plain_db, config).await;
     let why = readiness(&stack, Some("offers no TLS")).await.unwrap_err();
     assert!(why.contains("\"required\""), "{why}");
+}
+
+/// A TCP relay to `target` that, while `strip` is set, clears `CLIENT_SSL`
+/// in the server's greeting: what an attacker on the path does to keep a
+/// client in plaintext.
+async fn downgrading_relay(target: SocketAddr, strip: Arc<AtomicBool>) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            let strip = strip.load(Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut server = tokio::net::TcpStream::connect(target).await?;
+                let mut header = [0u8; 4];
+                server.read_exact(&mut header).await?;
+                let len = usize::from(header[0])
+                    | usize::from(header[1]) << 8
+                    | usize::from(header[2]) << 16;
+                let mut greeting = vec![0u8; len];
+                server.read_exact(&mut greeting).await?;
+                if strip {
+                    // HandshakeV10: protocol, version NUL, thread id (4),
+                    // scramble (8), filler (1), capabilities' low 16 bits.
+                    let version_end = greeting.iter().skip(1).position(|&b| b == 0).unwrap() + 1;
+                    let caps = version_end + 1 + 4 + 8 + 1;
+                    greeting[caps + 1] &= !0x08; // CLIENT_SSL = 0x0800
+                }
+                client.write_all(&header).await?;
+                client.write_all(&greeting).await?;
+                tokio::io::copy_bidirectional(&mut client, &mut server).await?;
+                Ok::<_, std::io::Error>(())
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn preferred_refuses_a_downgrade_after_tls_was_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    let tls = TlsFiles::generate(dir.path());
+    let db = database(Some(&tls)).await;
+    let strip = Arc::new(AtomicBool::new(false));
+    let target = SocketAddr::from(([127, 0, 0, 1], db.port.unwrap()));
+    let relay = downgrading_relay(target, strip.clone()).await;
+    let base = over_tcp(&db, ("app", "app-backend-pw"), None, Some(tls.ca.as_path()));
+    let stack = Stack::start_on(db, move |c| {
+        base(c);
+        c.backend.address = Some(relay.to_string());
+    })
+    .await;
+    readiness(&stack, None).await.expect("ready over TLS");
+    let client = stack.client(Version::H2, Codec::Proto).await;
+    let (version, _) = ssl_status_via_gateway(&client).await;
+    assert!(version.starts_with("TLSv1."), "{version:?}");
+
+    // From now on the relay hides the offer; the gateway's backend
+    // connections are cut, so it must open new ones.
+    strip.store(true, Ordering::SeqCst);
+    let mut root = mysql_async::Conn::new(stack.db.root_opts()).await.unwrap();
+    let ids: Vec<u64> = root
+        .query("SELECT ID FROM information_schema.PROCESSLIST WHERE USER = 'app'")
+        .await
+        .unwrap();
+    for id in ids {
+        root.query_drop(format!("KILL {id}")).await.unwrap();
+    }
+    let why = readiness(&stack, Some("offers no TLS")).await.unwrap_err();
+    assert!(why.contains("preferred"), "{why}");
+    let resp = client.execute(None, "SELECT 1").await;
+    let err = resp.error.map(|e| e.message).unwrap_or_default();
+    assert!(err.contains("SSL"), "refused, not run in plaintext: {err}");
+    // No session of the account was opened since: none in plaintext.
+    let sessions: Option<i64> = root
+        .query_first("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = 'app'")
+        .await
+        .unwrap();
+    assert_eq!(sessions, Some(0));
 }
