@@ -136,6 +136,12 @@ async fn gateway(config: GatewayConfig, check_only: bool) -> ExitCode {
     let admin = config.admin.clone();
     let gateway = match Gateway::start(config).await {
         Ok(g) => g,
+        // A file the configuration names that cannot be used (a backend
+        // CA that is not PEM) is a configuration error too.
+        Err(e @ myquic::gateway::GatewayError::Config(_)) => {
+            eprintln!("myquic: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
         Err(e) => {
             eprintln!("myquic: {e}");
             return ExitCode::FAILURE;

@@ -178,6 +178,12 @@ impl Wire {
         }
     }
 
+    /// Whether the server has shown itself to be a myquic gateway (its
+    /// request-limit header, which no other psdb server sends).
+    pub(super) fn is_myquic_gateway(&self) -> bool {
+        self.max_request.load(Ordering::Relaxed) > 0
+    }
+
     /// Refuses, unsent, a request larger than the gateway said it takes
     /// (as the gateway itself would, after the upload): the caller gets
     /// the gateway's own `resource_exhausted` refusal.

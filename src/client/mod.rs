@@ -122,6 +122,13 @@ impl Client {
 
     /// `CreateSession`: a fresh session (the gateway also creates one on
     /// the first `Execute` without a session).
+    /// Whether the server has shown itself to be a myquic gateway, whose
+    /// streams mark where each result ends (any answer tells); a plain
+    /// psdb server's do not, so several results cannot be told apart.
+    pub fn is_myquic_gateway(&self) -> bool {
+        self.inner.wire.is_myquic_gateway()
+    }
+
     pub async fn create_session(&self) -> Result<Reply<pb::CreateSessionResponse>, CallError> {
         let body = encode_with_session(None, &pb::CreateSessionRequest {});
         let prepared = self.inner.wire.unary(Method::CreateSession, body);

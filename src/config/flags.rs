@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use super::{
-    AdminConfig, ConfigError, Env, GatewayConfig, Secret, Section, SidecarConfig,
+    AdminConfig, BackendTlsMode, ConfigError, Env, GatewayConfig, Secret, Section, SidecarConfig,
     TransportPreference,
 };
 use crate::transport::quic::Congestion;
@@ -45,6 +45,28 @@ pub struct GatewayFlags {
     /// env MYQUIC_GATEWAY_BACKEND_SOCKET].
     #[arg(long)]
     pub backend_socket: Option<PathBuf>,
+    /// TLS to the backend: required, preferred or disabled
+    /// [gateway.backend.tls; env MYQUIC_GATEWAY_BACKEND_TLS].
+    #[arg(long, value_enum)]
+    pub backend_tls: Option<BackendTlsMode>,
+    /// CA certificate(s) the backend's certificate must chain to
+    /// [gateway.backend.tls_ca; env MYQUIC_GATEWAY_BACKEND_TLS_CA].
+    #[arg(long)]
+    pub backend_tls_ca: Option<PathBuf>,
+    /// Name expected in the backend's certificate
+    /// [gateway.backend.tls_server_name;
+    /// env MYQUIC_GATEWAY_BACKEND_TLS_SERVER_NAME].
+    #[arg(long)]
+    pub backend_tls_server_name: Option<String>,
+    /// Client certificate chain for the backend (PEM)
+    /// [gateway.backend.tls_client_cert;
+    /// env MYQUIC_GATEWAY_BACKEND_TLS_CLIENT_CERT].
+    #[arg(long)]
+    pub backend_tls_client_cert: Option<PathBuf>,
+    /// Its private key (PEM) [gateway.backend.tls_client_key;
+    /// env MYQUIC_GATEWAY_BACKEND_TLS_CLIENT_KEY].
+    #[arg(long)]
+    pub backend_tls_client_key: Option<PathBuf>,
     /// Generate a self-signed certificate and write it here
     /// [gateway.tls.self_signed_cert_out; env MYQUIC_GATEWAY_SELF_SIGNED_CERT_OUT].
     #[arg(long)]
@@ -157,6 +179,11 @@ impl Flags for GatewayFlags {
             listen: env.parse("MYQUIC_GATEWAY_LISTEN")?,
             backend_address: env.parse("MYQUIC_GATEWAY_BACKEND_ADDRESS")?,
             backend_socket: env.parse("MYQUIC_GATEWAY_BACKEND_SOCKET")?,
+            backend_tls: env.parse("MYQUIC_GATEWAY_BACKEND_TLS")?,
+            backend_tls_ca: env.parse("MYQUIC_GATEWAY_BACKEND_TLS_CA")?,
+            backend_tls_server_name: env.parse("MYQUIC_GATEWAY_BACKEND_TLS_SERVER_NAME")?,
+            backend_tls_client_cert: env.parse("MYQUIC_GATEWAY_BACKEND_TLS_CLIENT_CERT")?,
+            backend_tls_client_key: env.parse("MYQUIC_GATEWAY_BACKEND_TLS_CLIENT_KEY")?,
             self_signed_cert_out: env.parse("MYQUIC_GATEWAY_SELF_SIGNED_CERT_OUT")?,
             congestion: env.parse("MYQUIC_GATEWAY_CONGESTION")?,
             tcp_congestion: env.parse("MYQUIC_GATEWAY_TCP_CONGESTION")?,
@@ -176,6 +203,21 @@ impl Flags for GatewayFlags {
         if let Some(socket) = &self.backend_socket {
             config.backend.socket = Some(socket.clone());
         }
+        let backend = &mut config.backend;
+        set_some(&mut backend.tls, self.backend_tls);
+        set_some(&mut backend.tls_ca, self.backend_tls_ca.clone());
+        set_some(
+            &mut backend.tls_server_name,
+            self.backend_tls_server_name.clone(),
+        );
+        set_some(
+            &mut backend.tls_client_cert,
+            self.backend_tls_client_cert.clone(),
+        );
+        set_some(
+            &mut backend.tls_client_key,
+            self.backend_tls_client_key.clone(),
+        );
         if let Some(out) = &self.self_signed_cert_out {
             config.tls.self_signed_cert_out = Some(out.clone());
             config.tls.cert = None;

@@ -84,6 +84,93 @@ pub struct BackendConfig {
     pub max_connections: usize,
     #[serde(with = "humantime_serde")]
     pub connect_timeout: Duration,
+    /// TLS to the backend; unset: `preferred` over TCP, `disabled` on a
+    /// unix socket (see [`BackendConfig::tls_mode`]).
+    pub tls: Option<BackendTlsMode>,
+    /// PEM CA certificate(s) the backend's certificate must chain to;
+    /// unset: the system's roots.
+    pub tls_ca: Option<PathBuf>,
+    /// The name the backend's certificate must be valid for; unset: the
+    /// host of `address`.
+    pub tls_server_name: Option<String>,
+    /// A client certificate chain (PEM) and its key, for backends that
+    /// want one (`REQUIRE X509`).
+    pub tls_client_cert: Option<PathBuf>,
+    pub tls_client_key: Option<PathBuf>,
+}
+
+/// Whether the gateway's backend connections use TLS. Whenever TLS is
+/// used the server's certificate is verified (chain and name): there is
+/// no mode that accepts any certificate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendTlsMode {
+    /// Every connection uses TLS; a server that offers none is refused.
+    Required,
+    /// TLS, verified, whenever the server offers it; plaintext only with
+    /// a server that offers no TLS at all. Decided at the gateway's first
+    /// contact with the backend and kept: a server seen offering TLS is
+    /// then required to (a later plaintext greeting, the sign of a
+    /// downgrade, is refused) until the gateway restarts.
+    Preferred,
+    /// Plaintext.
+    Disabled,
+}
+
+impl std::str::FromStr for BackendTlsMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        <Self as clap::ValueEnum>::from_str(s, false)
+            .map_err(|_| format!("{s:?} is not required, preferred or disabled"))
+    }
+}
+
+impl BackendConfig {
+    /// The TLS mode in force: the configured one, else `preferred` over
+    /// TCP and `disabled` on a unix socket (which never leaves the host).
+    pub fn tls_mode(&self) -> BackendTlsMode {
+        match (self.tls, &self.socket) {
+            (Some(mode), _) => mode,
+            (None, Some(_)) => BackendTlsMode::Disabled,
+            (None, None) => BackendTlsMode::Preferred,
+        }
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key, reason: &str| {
+            Err(ConfigError::Invalid {
+                key,
+                reason: reason.to_string(),
+            })
+        };
+        if self.socket.is_some() && self.tls.is_some_and(|t| t != BackendTlsMode::Disabled) {
+            // mysql_async sends no TLS over a socket (it would ask for it
+            // and then not start it).
+            return invalid(
+                "gateway.backend.tls",
+                "TLS is not used on a unix socket (the connection stays on this host): \
+                 use address for a TLS connection, or leave tls unset",
+            );
+        }
+        if self.tls_client_cert.is_some() != self.tls_client_key.is_some() {
+            return invalid(
+                "gateway.backend.tls_client_cert",
+                "set tls_client_cert and tls_client_key together",
+            );
+        }
+        let tls_files = self.tls_ca.is_some()
+            || self.tls_server_name.is_some()
+            || self.tls_client_cert.is_some();
+        if tls_files && self.tls_mode() == BackendTlsMode::Disabled {
+            return invalid(
+                "gateway.backend.tls",
+                "tls_ca, tls_server_name or tls_client_cert is set but TLS to the backend is \
+                 disabled (the default on a unix socket)",
+            );
+        }
+        Ok(())
+    }
 }
 
 /// One API login and the backend account it maps to.
@@ -191,6 +278,11 @@ impl Default for BackendConfig {
             warm_connections: 4,
             max_connections: 200,
             connect_timeout: Duration::from_secs(5),
+            tls: None,
+            tls_ca: None,
+            tls_server_name: None,
+            tls_client_cert: None,
+            tls_client_key: None,
         }
     }
 }
@@ -231,6 +323,7 @@ impl GatewayConfig {
         if self.backend.address.is_none() && self.backend.socket.is_none() {
             return invalid("gateway.backend", "set address or socket");
         }
+        self.backend.validate()?;
         if self.credentials.is_empty() {
             return invalid(
                 "gateway.credentials",

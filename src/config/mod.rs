@@ -34,8 +34,8 @@ pub use admin::AdminConfig;
 pub use env::Env;
 pub use flags::{Codecs, Flags, GatewayFlags, SidecarFlags};
 pub use gateway::{
-    BackendConfig, Credential, GatewayConfig, GatewayDrain, Limits, SessionConfig, Timeouts,
-    TlsConfig,
+    BackendConfig, BackendTlsMode, Credential, GatewayConfig, GatewayDrain, Limits, SessionConfig,
+    Timeouts, TlsConfig,
 };
 pub use secret::Secret;
 pub use sidecar::{AuthConfig, DrainConfig, FrontTls, LOGIN_MAX_PACKET, LocalUser, SidecarConfig};

@@ -9,42 +9,36 @@ use subtle::ConstantTimeEq;
 
 use crate::api::{ApiError, Code};
 
+use super::backend_tls::Pools;
+
 /// An authenticated API user and what it may reach.
 pub struct Account {
     pub username: String,
     password_digest: [u8; 32],
-    /// Connections opened with `CLIENT_FOUND_ROWS` (the API's default).
-    pub pool: mysql_async::Pool,
-    /// Connections opened without it, for sessions that ask so (MySQL
-    /// clients' default): the flag is fixed at a connection's handshake.
-    pub changed_rows_pool: mysql_async::Pool,
+    /// Its backend connections.
+    pub pools: Pools,
     pub database: Option<String>,
 }
 
 impl Account {
-    pub fn new(
-        username: String,
-        password: &str,
-        pool: mysql_async::Pool,
-        changed_rows_pool: mysql_async::Pool,
-        database: Option<String>,
-    ) -> Self {
+    pub fn new(username: String, password: &str, pools: Pools, database: Option<String>) -> Self {
         Self {
             username,
             password_digest: Sha256::digest(password.as_bytes()).into(),
-            pool,
-            changed_rows_pool,
+            pools,
             database,
         }
     }
 
     /// The pool a session's connections come from.
     pub fn pool_for(&self, client_found_rows: bool) -> &mysql_async::Pool {
-        if client_found_rows {
-            &self.pool
-        } else {
-            &self.changed_rows_pool
-        }
+        self.pools.pool_for(client_found_rows)
+    }
+
+    /// The pool of the API's default connections (`CLIENT_FOUND_ROWS`),
+    /// for the gateway's own queries.
+    pub fn pool(&self) -> &mysql_async::Pool {
+        self.pools.pool_for(true)
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use mysql_async::prelude::Queryable;
-use mysql_async::{Column, Conn, OptsBuilder, PoolConstraints, PoolOpts};
+use mysql_async::{Column, Conn, OptsBuilder, PoolConstraints, PoolOpts, SslOpts};
 
 use crate::api::pb;
 use crate::config::BackendConfig;
@@ -68,13 +68,14 @@ impl BackendError {
     }
 }
 
-/// A pool of connections for one backend account.
+/// A pool of connections for one backend account; over TLS with `ssl`.
 pub fn pool(
     config: &BackendConfig,
     user: &str,
     password: &str,
     database: Option<&str>,
     client_found_rows: bool,
+    ssl: Option<SslOpts>,
 ) -> mysql_async::Pool {
     let mut setup = vec!["SET NAMES utf8mb4".to_string()];
     if let Some(db) = database {
@@ -92,6 +93,7 @@ pub fn pool(
         .client_found_rows(client_found_rows)
         .setup(setup)
         .stmt_cache_size(0)
+        .ssl_opts(ssl)
         .pool_opts(
             PoolOpts::default()
                 .with_constraints(constraints)
@@ -114,7 +116,8 @@ pub fn pool(
     mysql_async::Pool::new(opts)
 }
 
-fn split_host_port(address: &str) -> (String, u16) {
+/// `host:port`, `[v6]:port` or a bare host (port 3306).
+pub fn split_host_port(address: &str) -> (String, u16) {
     match address.rsplit_once(':') {
         Some((host, port)) if port.parse::<u16>().is_ok() && !host.ends_with(':') => (
             host.trim_start_matches('[')

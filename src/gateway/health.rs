@@ -1,8 +1,8 @@
 //! The gateway's readiness (listeners bound, backend answering, not
 //! draining) and metrics, for the admin endpoint.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -19,6 +19,8 @@ pub struct GatewayHealth {
     backend_ok: AtomicBool,
     /// A backend check has succeeded once.
     started: AtomicBool,
+    /// Why the last backend check failed, for `/ready` and `/startup`.
+    why: Mutex<String>,
     draining: AtomicBool,
 }
 
@@ -28,6 +30,7 @@ impl GatewayHealth {
             service,
             backend_ok: AtomicBool::new(false),
             started: AtomicBool::new(false),
+            why: Mutex::new("the backend has not been asked yet".into()),
             draining: AtomicBool::new(false),
         }
     }
@@ -48,25 +51,49 @@ pub async fn check_backend(
         return;
     };
     loop {
+        // Every account settles `preferred` (a no-op once decided), so
+        // none is left on the TLS pool of a server that offers no TLS;
+        // the first account's failure is reported by the ping below.
+        let settle_all = health.service.accounts.iter().map(|a| a.pools.settle());
+        let _ = tokio::time::timeout(
+            Duration::from_secs(2),
+            futures_util::future::join_all(settle_all),
+        )
+        .await;
         // Asking for max_allowed_packet is the ping: an operator's change
         // to it is followed (the statement and request limits use it).
+        // Whether the backend offers TLS is settled first (`preferred`).
         let ping = async {
-            let mut conn = account.pool.get_conn().await.ok()?;
-            health.service.rpc.backend_packet.query(&mut conn).await
+            account.pools.settle().await?;
+            let mut conn = account
+                .pool()
+                .get_conn()
+                .await
+                .map_err(|e| account.pools.explain(&e))?;
+            let packet = &health.service.rpc.backend_packet;
+            match packet.query(&mut conn).await {
+                Some(_) => Ok(()),
+                None => Err("the backend did not answer a query".to_string()),
+            }
         };
-        let ok = matches!(
-            tokio::time::timeout(Duration::from_secs(2), ping).await,
-            Ok(Some(_))
-        );
+        let result = tokio::time::timeout(Duration::from_secs(2), ping)
+            .await
+            .unwrap_or_else(|_| Err("the backend did not answer within 2 s".into()));
+        let ok = result.is_ok();
         let was = health.backend_ok.swap(ok, Ordering::AcqRel);
+        let changed = match result {
+            Ok(()) => false,
+            Err(why) => {
+                let mut last = health.why.lock().unwrap_or_else(|e| e.into_inner());
+                std::mem::replace(&mut *last, why.clone()) != why
+            }
+        };
         if ok && !health.started.swap(true, Ordering::AcqRel) {
             info!("backend answers: ready");
-        } else if was != ok {
-            if ok {
-                info!("backend answers again: ready");
-            } else {
-                warn!("backend does not answer: not ready");
-            }
+        } else if ok && !was {
+            info!("backend answers again: ready");
+        } else if !ok && (was || changed) {
+            warn!(why = %health.reason(), "backend check failed: not ready");
         }
         let next = if ok {
             interval
@@ -80,12 +107,21 @@ pub async fn check_backend(
     }
 }
 
+impl GatewayHealth {
+    fn reason(&self) -> String {
+        self.why.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
 impl Health for GatewayHealth {
     fn started(&self) -> Result<(), String> {
         if self.started.load(Ordering::Acquire) {
             Ok(())
         } else {
-            Err("the backend has not answered yet".into())
+            Err(format!(
+                "the backend has not answered yet: {}",
+                self.reason()
+            ))
         }
     }
 
@@ -94,7 +130,7 @@ impl Health for GatewayHealth {
             return Err("draining".into());
         }
         if !self.backend_ok.load(Ordering::Acquire) {
-            return Err("the backend does not answer".into());
+            return Err(format!("the backend does not answer: {}", self.reason()));
         }
         Ok(())
     }
@@ -116,7 +152,7 @@ impl Health for GatewayHealth {
         e.metrics(&m.gateway.all());
         let (mut in_use, mut idle, mut waiting) = (0, 0, 0);
         for account in self.service.accounts.iter() {
-            let pool = account.pool.metrics();
+            let pool = account.pool().metrics();
             in_use += pool.connections_in_use.load(Ordering::Relaxed) as i64;
             idle += pool.connections_in_pool.load(Ordering::Relaxed) as i64;
             waiting += pool.active_wait_requests.load(Ordering::Relaxed) as i64;

@@ -6,6 +6,7 @@
 
 mod auth;
 mod backend;
+mod backend_tls;
 mod health;
 mod json_columns;
 pub mod packet_limit;
@@ -25,14 +26,15 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 pub use crate::config::{
-    BackendConfig, Credential, GatewayConfig, GatewayDrain, Limits, SessionConfig, Timeouts,
-    TlsConfig,
+    BackendConfig, BackendTlsMode, Credential, GatewayConfig, GatewayDrain, Limits, SessionConfig,
+    Timeouts, TlsConfig,
 };
 
 use crate::config::ConfigError;
 use crate::transport::tls::{Identity, TlsError, install_crypto_provider};
 use crate::transport::{ConnectionLimits, Handler, h2_server, h3_server};
 use auth::{Account, Accounts};
+use backend_tls::{BackendTls, Pools};
 use rpc::Rpc;
 use service::Service;
 use sessions::Sessions;
@@ -142,7 +144,13 @@ impl Gateway {
         let warm = config.backend.warm_connections;
         for account in service.accounts.iter().cloned() {
             tasks.spawn(async move {
-                for pool in [&account.pool, &account.changed_rows_pool] {
+                // Whether the backend offers TLS first, so that the pools
+                // warmed are the ones used. Failures are the health
+                // check's to report.
+                if account.pools.settle().await.is_err() {
+                    return;
+                }
+                for pool in [account.pool_for(true), account.pool_for(false)] {
                     if let Err(e) = backend::warm(pool, warm).await {
                         warn!(user = %account.username, error = ?e.to_mysql().message, "could not pre-warm backend connections");
                     }
@@ -214,7 +222,7 @@ impl Gateway {
         for account in self.service.accounts.iter() {
             // Waits for the pool's connections to be reset (rolled back)
             // and closed.
-            for pool in [&account.pool, &account.changed_rows_pool] {
+            for pool in account.pools.all() {
                 let pool = pool.clone();
                 let _ = tokio::time::timeout(Duration::from_secs(5), pool.disconnect()).await;
             }
@@ -238,6 +246,8 @@ fn connection_limits(config: &GatewayConfig) -> ConnectionLimits {
 }
 
 fn accounts(config: &GatewayConfig) -> Result<Accounts, ConfigError> {
+    let tls = Arc::new(BackendTls::from_config(&config.backend)?);
+    info!(tls = ?tls.mode(), "backend connections");
     let mut list = Vec::new();
     for cred in &config.credentials {
         let password = cred.password.resolve("gateway.credentials.password")?;
@@ -246,20 +256,20 @@ fn accounts(config: &GatewayConfig) -> Result<Accounts, ConfigError> {
             None => password.clone(),
         };
         let backend_user = cred.backend_user.as_deref().unwrap_or(&cred.username);
-        let pool = |found_rows| {
+        let pools = Pools::new(tls.clone(), |found_rows, ssl| {
             backend::pool(
                 &config.backend,
                 backend_user,
                 &backend_password,
                 cred.database.as_deref(),
                 found_rows,
+                ssl,
             )
-        };
+        });
         list.push(Account::new(
             cred.username.clone(),
             &password,
-            pool(true),
-            pool(false),
+            pools,
             cred.database.clone(),
         ));
     }

@@ -178,7 +178,7 @@ impl Rpc {
         };
         let mut response = pb::PrepareResponse::default();
         self.backend_packet
-            .learn(&account.pool, self.connect_timeout)
+            .learn(account.pool(), self.connect_timeout)
             .await;
         let too_large = self.backend_packet.check_statement(request.query.len());
         match self.connection(&account, &mut lease).await {
@@ -204,7 +204,7 @@ impl Rpc {
     fn json<'a>(&'a self, account: &'a Account) -> JsonLookup<'a> {
         JsonLookup {
             columns: &self.json_columns,
-            pool: &account.pool,
+            pool: account.pool(),
         }
     }
 
@@ -298,7 +298,7 @@ impl Rpc {
         // mysql_async drops the connection rather than send a packet over
         // the backend's max_allowed_packet: refuse it here, unrun.
         self.backend_packet
-            .learn(&account.pool, self.connect_timeout)
+            .learn(account.pool(), self.connect_timeout)
             .await;
         if let Some(e) = self.backend_packet.check_statement(sql.len()) {
             return Ran {
@@ -330,7 +330,7 @@ impl Rpc {
             };
             match why {
                 Ok(r) => Ok(r),
-                Err(why) => match backend::kill_query(&account.pool, conn_id).await {
+                Err(why) => match backend::kill_query(account.pool(), conn_id).await {
                     // MariaDB answers some killed statements (SLEEP,
                     // BENCHMARK) with an ordinary-looking result, so the
                     // backend's answer is never passed on as a success.

@@ -203,7 +203,7 @@ impl Service {
         if configured == 0 {
             self.rpc
                 .backend_packet
-                .learn(&account.pool, self.rpc.connect_timeout)
+                .learn(account.pool(), self.rpc.connect_timeout)
                 .await;
         }
         self.rpc.backend_packet.request_limit(configured)

@@ -77,6 +77,7 @@ impl Connection {
             mariadb,
             shared.max_packet,
             new_session,
+            shared.client.is_myquic_gateway(),
         ));
         Self {
             io,
@@ -208,6 +209,10 @@ impl Connection {
     /// One command: the core answers it, or names the upstream call it
     /// needs, made here.
     async fn dispatch(&mut self, packet: Packet, out: &mut Packets) -> Next {
+        // Known from any answer; a connection made before the first one
+        // learns it here.
+        self.core
+            .set_marked_ends(self.shared.client.is_myquic_gateway());
         let step = self.core.command(packet, out);
         if step.uses_session() {
             self.read_cursors_ahead().await;

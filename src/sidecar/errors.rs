@@ -157,6 +157,20 @@ pub fn multi_statements_disabled(sql: &[u8], second: usize, mariadb: bool) -> My
     )
 }
 
+/// Multi-statements through a psdb server that is not a myquic gateway:
+/// its streams do not mark where a result ends, so the results of several
+/// statements could not be told apart (ER_NOT_SUPPORTED_YET). Refused
+/// unrun.
+pub fn multi_statements_unmarked() -> MysqlError {
+    error(
+        1235,
+        "42000",
+        "This version of myquic doesn't yet support 'multi-statements through a psdb server \
+         other than a myquic gateway (its results carry no end markers)'"
+            .to_string(),
+    )
+}
+
 /// Whether the gateway reports that the session's transaction is gone
 /// (errno 1927, ER_CONNECTION_KILLED): the client must not go on as if it
 /// were still inside it.

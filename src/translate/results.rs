@@ -2,12 +2,17 @@
 //! arrive so rows flow through with bounded memory.
 //!
 //! The sidecar runs each COM_QUERY / COM_STMT_EXECUTE as one psdb
-//! `StreamExecute`. Our gateway shapes the stream thus (and a plain psdb
-//! server's shapes degrade gracefully):
+//! `StreamExecute`. Our gateway shapes the stream thus:
 //! - a `QueryResult` with `fields` starts a new result set;
 //! - one with `rows` continues the current set;
 //! - one with neither ends the open set if there is one, and otherwise is
 //!   an OK result (`rows_affected`, `insert_id`, `info`).
+//!
+//! Another psdb server (PlanetScale) sends a set's fields in its first
+//! message and no end marker ([`ResultWriter::with_marked_ends`]`(false)`):
+//! there a message with neither fields nor rows is always an OK result (a
+//! procedure's final OK), and a second result set — which such a stream
+//! cannot delimit for certain — ends the answer with an error.
 //!
 //! A finished result's terminator (EOF / OK-0xfe for a set, OK for an OK
 //! result) is held back until we know whether another result follows: then
@@ -68,6 +73,8 @@ pub struct ResultWriter {
     /// Session-state changes for the final OK (see
     /// [`ResultWriter::session_state`]).
     session_state: Vec<u8>,
+    /// The stream marks where each result ends (our gateway's).
+    marked_ends: bool,
 }
 
 impl ResultWriter {
@@ -81,7 +88,15 @@ impl ResultWriter {
             status: status - StatusFlags::SERVER_MORE_RESULTS_EXISTS,
             state: State::Empty,
             session_state: Vec::new(),
+            marked_ends: true,
         }
+    }
+
+    /// Whether the stream marks where each result ends (our gateway's
+    /// do; a plain psdb server's do not).
+    pub fn with_marked_ends(mut self, marked: bool) -> Self {
+        self.marked_ends = marked;
+        self
     }
 
     /// Session-state changes (encoded tracker entries) that the final OK
@@ -104,6 +119,9 @@ impl ResultWriter {
         out: &mut Packets,
     ) -> Result<(), MysqlError> {
         if !result.fields.is_empty() {
+            if !self.marked_ends && !self.is_empty() {
+                return Err(unmarked_results());
+            }
             self.start_set(&result.fields, out);
         } else if result.rows.is_empty() {
             self.end_result(result, out);
@@ -190,13 +208,19 @@ impl ResultWriter {
 
     /// A message with neither fields nor rows.
     fn end_result(&mut self, result: &pb::QueryResult, out: &mut Packets) {
-        if matches!(self.state, State::Open { .. }) {
+        if self.marked_ends && matches!(self.state, State::Open { .. }) {
             self.state = State::Held(Held::EndOfRows);
             return;
         }
         self.flush_previous(out);
+        let found_rows = self.caps.contains(CapabilityFlags::CLIENT_FOUND_ROWS);
         self.state = State::Held(Held::Ok {
-            affected_rows: result.rows_affected,
+            affected_rows: update_counts(&result.info).map_or(
+                result.rows_affected,
+                |(matched, changed)| {
+                    if found_rows { matched } else { changed }
+                },
+            ),
             insert_id: result.insert_id,
             info: result.info.clone(),
         });
@@ -245,6 +269,31 @@ impl ResultWriter {
         };
         write_held(out, self.caps, &held, self.status | more(), 0);
     }
+}
+
+/// A second result in a stream that does not mark result ends.
+fn unmarked_results() -> MysqlError {
+    MysqlError {
+        code: 1235,
+        state: "42000".into(),
+        message: "This version of myquic doesn't yet support 'several result sets through a psdb \
+                  server other than a myquic gateway (its results carry no end markers)'"
+            .into(),
+    }
+}
+
+/// The rows an UPDATE matched and changed, from the server's info text
+/// (`Rows matched: 3  Changed: 2  Warnings: 0`). A client's
+/// `CLIENT_FOUND_ROWS` decides which one is the affected-row count; a psdb
+/// server whose session could not be asked for the client's choice
+/// (PlanetScale counts matched rows) still says both here. `None` for any
+/// other text (other statements, or a server whose messages are not in
+/// English).
+fn update_counts(info: &str) -> Option<(u64, u64)> {
+    let rest = info.strip_prefix("Rows matched: ")?;
+    let (matched, rest) = rest.split_once("  Changed: ")?;
+    let (changed, _) = rest.split_once("  Warnings: ")?;
+    Some((matched.parse().ok()?, changed.parse().ok()?))
 }
 
 fn more() -> StatusFlags {
@@ -473,8 +522,18 @@ mod tests {
         messages: &[pb::QueryResult],
         error: Option<&MysqlError>,
     ) -> Vec<Seen> {
+        run_marked(true, caps, format, messages, error)
+    }
+
+    fn run_marked(
+        marked: bool,
+        caps: CapabilityFlags,
+        format: RowFormat,
+        messages: &[pb::QueryResult],
+        error: Option<&MysqlError>,
+    ) -> Vec<Seen> {
         let mut out = Packets::reply_to(0);
-        let mut writer = ResultWriter::new(caps, format, MID);
+        let mut writer = ResultWriter::new(caps, format, MID).with_marked_ends(marked);
         let mut error = error.cloned();
         for m in messages {
             if let Err(e) = writer.message(m, &mut out) {
@@ -620,6 +679,64 @@ mod tests {
                 Seen::Row(vec![Value::Int(2)]),
                 Seen::End(FINAL, 3),
             ]
+        );
+    }
+
+    /// A plain psdb server's stream: no end markers, so a message without
+    /// fields or rows is an OK result, and a second result set cannot be
+    /// told from the first's continuation with certainty: an error.
+    #[test]
+    fn unmarked_streams_carry_one_set_and_fail_a_second_clearly() {
+        let set_then_ok = [
+            fields_msg(id_name(), vec![]),
+            rows_msg(vec![row(&[Some("1"), Some("a")])]),
+            ok_msg(0, 0, ""),
+        ];
+        assert_eq!(
+            run_marked(false, modern(), RowFormat::Text, &set_then_ok, None),
+            vec![
+                columns(),
+                Seen::Row(vec![bytes("1"), bytes("a")]),
+                Seen::End(more(), 0),
+                Seen::Ok(0, 0, FINAL, 3, String::new()),
+            ]
+        );
+        let two_sets = [
+            fields_msg(vec![field("a", 3, 0)], vec![row(&[Some("1")])]),
+            fields_msg(vec![field("b", 3, 0)], vec![row(&[Some("2")])]),
+        ];
+        let seen = run_marked(false, modern(), RowFormat::Binary, &two_sets, None);
+        assert_eq!(
+            seen[..2],
+            [
+                Seen::Columns(vec!["a".into()]),
+                Seen::Row(vec![Value::Int(1)])
+            ]
+        );
+        assert!(
+            matches!(&seen[2], Seen::Err(1235, m) if m.contains("psdb server")),
+            "{seen:?}"
+        );
+    }
+
+    /// An UPDATE's affected rows follow the client's CLIENT_FOUND_ROWS,
+    /// read from the info text, whatever the server's session counted.
+    #[test]
+    fn update_counts_follow_the_clients_found_rows() {
+        let info = "Rows matched: 3  Changed: 2  Warnings: 0";
+        let found = modern() | CapabilityFlags::CLIENT_FOUND_ROWS;
+        let changed = modern() - CapabilityFlags::CLIENT_FOUND_ROWS;
+        for (caps, want) in [(found, 3), (changed, 2)] {
+            let seen = run(caps, RowFormat::Text, &[ok_msg(3, 0, info)], None);
+            assert_eq!(seen, vec![Seen::Ok(want, 0, FINAL, 3, info.into())]);
+        }
+        assert_eq!(
+            update_counts("Records: 2  Duplicates: 0  Warnings: 0"),
+            None
+        );
+        assert_eq!(
+            update_counts("Rows matched: x  Changed: 2  Warnings: 0"),
+            None
         );
     }
 

@@ -36,6 +36,9 @@ pub struct TlsFiles {
     pub ca: PathBuf,
     pub cert: PathBuf,
     pub key: PathBuf,
+    /// A client certificate signed by the same CA (for `REQUIRE X509`).
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
 }
 
 /// A port that was free a moment ago. mariadbd binds it itself, so
@@ -281,14 +284,27 @@ impl TlsFiles {
         leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         let cert = leaf.signed_by(&key, &issuer).unwrap();
+        let client_key = KeyPair::generate().unwrap();
+        let mut client = CertificateParams::new(Vec::<String>::new()).unwrap();
+        client
+            .distinguished_name
+            .push(DnType::CommonName, "myquic test client");
+        client.use_authority_key_identifier_extension = true;
+        client.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let client_cert = client.signed_by(&client_key, &issuer).unwrap();
         let files = Self {
             ca: dir.join("ca.pem"),
             cert: dir.join("server.pem"),
             key: dir.join("server-key.pem"),
+            client_cert: dir.join("client.pem"),
+            client_key: dir.join("client-key.pem"),
         };
         std::fs::write(&files.ca, ca_cert.pem()).unwrap();
         std::fs::write(&files.cert, cert.pem()).unwrap();
         std::fs::write(&files.key, key.serialize_pem()).unwrap();
+        std::fs::write(&files.client_cert, client_cert.pem()).unwrap();
+        std::fs::write(&files.client_key, client_key.serialize_pem()).unwrap();
         files
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod mariadb;
 pub mod netns;
+pub mod results;
 pub mod sidecar;
 pub mod sidecar_child;
 pub mod vitess;

@@ -57,7 +57,8 @@ impl<S> CommandPhase<S> {
     pub fn begin_execution(&self, format: RowFormat, cursor: Option<u32>) -> Execution {
         Execution {
             writer: ResultWriter::new(self.caps, format, self.session.status())
-                .with_style(self.style),
+                .with_style(self.style)
+                .with_marked_ends(self.marked_ends),
             error: None,
             cursor,
             was_in_transaction: self.session.in_transaction,

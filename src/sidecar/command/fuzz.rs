@@ -138,6 +138,7 @@ fn new_phase(rng: &mut SmallRng) -> Phase {
         mariadb: rng.random_bool(0.5),
         max_packet: 1 << 16,
         new_session: NewSession::default(),
+        marked_ends: rng.random_bool(0.8),
     })
 }
 

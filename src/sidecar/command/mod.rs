@@ -157,6 +157,10 @@ pub struct CommandPhase<S> {
     multi_statements: bool,
     /// What each new upstream session is asked for.
     new_session: NewSession,
+    /// The upstream marks where each result of a stream ends (our
+    /// gateway); without markers only one result per statement can be
+    /// carried exactly.
+    marked_ends: bool,
 }
 
 /// What a connection starts with, from its login.
@@ -167,6 +171,8 @@ pub struct Login {
     pub mariadb: bool,
     pub max_packet: usize,
     pub new_session: NewSession,
+    /// See [`CommandPhase`]'s `marked_ends`.
+    pub marked_ends: bool,
 }
 
 impl Login {
@@ -175,6 +181,7 @@ impl Login {
         mariadb: bool,
         max_packet: usize,
         new_session: NewSession,
+        marked_ends: bool,
     ) -> Self {
         Self {
             caps: login.capabilities,
@@ -183,6 +190,7 @@ impl Login {
             mariadb,
             max_packet,
             new_session,
+            marked_ends,
         }
     }
 }
@@ -200,6 +208,7 @@ impl<S> CommandPhase<S> {
                 .contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS),
             session: Session::new(login.new_session),
             new_session: login.new_session,
+            marked_ends: login.marked_ends,
             pending_error: None,
             statements: Statements::default(),
             cursors: cursors::Cursors::default(),
@@ -208,6 +217,12 @@ impl<S> CommandPhase<S> {
 
     pub fn session(&self) -> &Session {
         &self.session
+    }
+
+    /// Whether the upstream marks where each result ends (see
+    /// [`Login::marked_ends`]).
+    pub fn set_marked_ends(&mut self, marked: bool) {
+        self.marked_ends = marked;
     }
 
     pub fn session_mut(&mut self) -> &mut Session {
@@ -357,13 +372,15 @@ impl<S> CommandPhase<S> {
     }
 
     fn query(&mut self, sql: Bytes, out: &mut Packets) -> Step {
-        if !self.multi_statements
+        if (!self.multi_statements || !self.marked_ends)
             && let Some(second) = statement::second_statement(&sql, &self.dialect())
         {
-            response::err(
-                out,
-                &errors::multi_statements_disabled(&sql, second, self.mariadb),
-            );
+            let refusal = if self.multi_statements {
+                errors::multi_statements_unmarked()
+            } else {
+                errors::multi_statements_disabled(&sql, second, self.mariadb)
+            };
+            response::err(out, &refusal);
             return Step::Answered(Next::Continue);
         }
         // A KILL statement is ASCII; other text cannot be one.

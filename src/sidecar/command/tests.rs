@@ -16,6 +16,7 @@ fn phase() -> Phase {
         mariadb: true,
         max_packet: 1 << 20,
         new_session: NewSession::default(),
+        marked_ends: true,
     })
 }
 
