@@ -117,7 +117,7 @@ async fn the_gateway_in_front_of_vtgate() {
     kill_query_inside_a_transaction_rolls_it_back(&chain).await;
 }
 
-/// `(id, v)` rows of `t` in a shard, read straight from vtgate with a
+/// The ids (1–100) of `t` in a shard, read straight from vtgate with a
 /// shard-targeted `USE`.
 async fn ids_in_shard(chain: &Chain, shard: &str) -> Vec<i64> {
     let mut direct = chain.direct().await;
@@ -168,7 +168,8 @@ async fn autocommit_writes_reach_both_shards(chain: &Chain) {
     assert_eq!(through[0], (1, "v1!".to_string()));
 }
 
-/// Two ids of `bank` on different shards.
+/// Two ids on different shards: found in `t`, and so of `bank` too (both
+/// are sharded by the same hash of `id`).
 async fn ids_on_two_shards(chain: &Chain) -> (i64, i64) {
     let low = ids_in_shard(chain, "-80").await;
     let high = ids_in_shard(chain, "80-").await;
