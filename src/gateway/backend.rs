@@ -16,6 +16,7 @@ use crate::translate::rows::pack_row;
 use crate::translate::types::{blob_subtype_name, vitess_type};
 
 use super::json_columns::JsonColumns;
+use super::vitess::{MAX_WARNINGS, WARNINGS_QUERY};
 
 /// How a backend call failed.
 #[derive(Debug)]
@@ -276,9 +277,10 @@ pub fn field(column: &Column) -> pb::Field {
 /// the API's message is a string; the client's own `SHOW WARNINGS` reads
 /// the backend's bytes.
 pub async fn warnings(conn: &mut Conn) -> Result<Vec<pb::QueryWarning>, BackendError> {
-    let rows: Vec<(Vec<u8>, u32, Vec<u8>)> = conn.query("SHOW WARNINGS LIMIT 64").await?;
+    let rows: Vec<(Vec<u8>, u32, Vec<u8>)> = conn.query(WARNINGS_QUERY).await?;
     Ok(rows
         .into_iter()
+        .take(MAX_WARNINGS)
         .map(|(_, code, message)| pb::QueryWarning {
             code,
             message: String::from_utf8_lossy(&message).into_owned(),
@@ -314,6 +316,10 @@ pub async fn session_facts(conn: &mut Conn) -> Result<SessionFacts, BackendError
         Option<String>,
         Option<u64>,
     );
+    // The status flags the statement ended with (`None` after an error),
+    // read before this query's own: through vtgate with autocommit off,
+    // this query opens a transaction itself.
+    let status = conn.last_ok_packet().map(|ok| ok.status_flags());
     let row: Option<Row> = conn
         .query_first(
             "SELECT @@in_transaction, @@autocommit, \
@@ -324,7 +330,7 @@ pub async fn session_facts(conn: &mut Conn) -> Result<SessionFacts, BackendError
     let (in_tx, autocommit, database, charset, sql_mode, wait_timeout) =
         row.unwrap_or((0, 1, None, None, None, None));
     Ok(SessionFacts {
-        in_transaction: in_tx != 0,
+        in_transaction: super::vitess::in_transaction(status, in_tx),
         autocommit: autocommit != 0,
         database: database.and_then(|d| String::from_utf8(d).ok()),
         charset,

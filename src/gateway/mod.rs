@@ -14,6 +14,7 @@ mod rpc;
 mod service;
 mod sessions;
 mod stream;
+mod vitess;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

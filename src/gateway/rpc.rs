@@ -19,6 +19,7 @@ use super::json_columns::JsonColumns;
 use super::packet_limit::BackendPacket;
 use super::sessions::{Lease, Refusal, Sessions};
 use super::stream::StreamSink;
+use super::vitess;
 
 /// Shared by every request.
 pub struct Rpc {
@@ -211,7 +212,18 @@ impl Rpc {
     /// (so never [`Refusal::Busy`]).
     async fn leased(&self, owner: &str, cookie: Option<&pb::Session>) -> Result<Lease, Refusal> {
         match self.sessions.lease(owner, cookie) {
-            Err(Refusal::Busy(slot)) => self.sessions.wait_for(slot).await,
+            Err(Refusal::Busy(slot)) => {
+                let lease = self.sessions.wait_for(slot).await?;
+                if self.sessions.is_live(&lease.slot) {
+                    return Ok(lease);
+                }
+                // The request waited for ended the session (its backend
+                // connection, and so its transaction, lost — as when vtgate
+                // refuses to kill a cancelled statement): this one is told
+                // so as a new request would be, never run on what is left.
+                drop(lease);
+                self.sessions.lease(owner, cookie)
+            }
             other => other,
         }
     }
@@ -317,15 +329,12 @@ impl Rpc {
                 () = gone => Err("the client went away (cancelled the request)".to_string()),
             };
             match why {
-                Ok(r) => r,
-                Err(why) => {
-                    if let Err(e) = backend::kill_query(account.pool(), conn_id).await {
-                        warn!(error = ?e, "could not kill a statement");
-                    }
+                Ok(r) => Ok(r),
+                Err(why) => match backend::kill_query(account.pool(), conn_id).await {
                     // MariaDB answers some killed statements (SLEEP,
                     // BENCHMARK) with an ordinary-looking result, so the
                     // backend's answer is never passed on as a success.
-                    match running.await {
+                    Ok(()) => Ok(match running.await {
                         Err(e @ BackendError::Connection(_)) => Err(e),
                         _ => Err(BackendError::Sql(MysqlError {
                             code: 1317,
@@ -334,8 +343,23 @@ impl Rpc {
                                 "Query execution was interrupted: {why}; it may have partially completed"
                             ),
                         })),
-                    }
-                }
+                    }),
+                    // vtgate refuses KILL: waiting for the statement could
+                    // take as long as it runs, so its connection is given
+                    // up below, once the statement is dropped.
+                    Err(refused) => Err((why, refused.to_mysql())),
+                },
+            }
+        };
+        let result = match result {
+            Ok(result) => result,
+            Err((why, refused)) => {
+                warn!(error = ?refused, "could not kill a statement: its backend connection is given up");
+                let error = vitess::abandon(&mut lease.state, &why, &refused);
+                return Ran {
+                    outcome: None,
+                    error: Some(to_rpc_error(&error)),
+                };
             }
         };
         // DDL may turn a column into JSON or back.

@@ -232,6 +232,16 @@ impl Sessions {
         Ok(Lease { slot, state })
     }
 
+    /// Whether `slot` is still the live session of its id: the request a
+    /// later one waited for ([`Sessions::wait_for`]) may have ended it.
+    pub fn is_live(&self, slot: &Arc<Slot>) -> bool {
+        self.live
+            .lock()
+            .expect("not poisoned")
+            .get(&slot.id)
+            .is_some_and(|live| Arc::ptr_eq(live, slot))
+    }
+
     /// Ends every session (at shutdown, after in-flight requests) and
     /// hands over their backend connections, for the caller to roll back
     /// and close.
@@ -426,6 +436,36 @@ mod tests {
         assert!(!waiting.is_finished(), "waits while the first holds it");
         drop(lease);
         assert!(waiting.await.unwrap(), "leased once the first ended");
+    }
+
+    /// The request waited for lost the transaction with its connection
+    /// (vtgate, which cannot kill a statement: the gateway gives the
+    /// connection up): the waiting one must not run on the ended session.
+    #[tokio::test]
+    async fn a_request_that_waited_for_a_lost_transaction_is_told() {
+        let s = Arc::new(sessions());
+        let mut lease = s.lease("alice", None).ok().unwrap();
+        lease.state.in_transaction = true;
+        let cookie = s.cookie(&lease.slot, &lease.state);
+        let Err(Refusal::Busy(slot)) = s.lease("alice", Some(&cookie)) else {
+            panic!("a session in use was leased twice");
+        };
+        let waiting = tokio::spawn({
+            let s = s.clone();
+            async move { s.wait_for(slot).await.ok().unwrap() }
+        });
+        tokio::task::yield_now().await;
+        s.discard(lease, true);
+        let waited = waiting.await.unwrap();
+        assert!(
+            !s.is_live(&waited.slot),
+            "the waiter holds an ended session"
+        );
+        drop(waited);
+        assert!(matches!(
+            s.lease("alice", Some(&cookie)),
+            Err(Refusal::TransactionLost(_))
+        ));
     }
 
     #[test]

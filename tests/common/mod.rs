@@ -11,6 +11,7 @@ pub mod netns;
 pub mod results;
 pub mod sidecar;
 pub mod sidecar_child;
+pub mod vitess;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

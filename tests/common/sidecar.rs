@@ -2,7 +2,7 @@
 //! ([`Stack`]) and a [`Sidecar`] on `127.0.0.1:0` and a unix socket in its
 //! own temp dir, with one local user ([`LOCAL_USER`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use mysql_async::{Conn, OptsBuilder};
@@ -116,13 +116,18 @@ impl Chain {
 /// test's API user, with `users` as its local accounts: what every test
 /// sidecar says; each test adds its own.
 pub fn sidecar_config(stack: &Stack, users: Vec<LocalUser>) -> SidecarConfig {
+    sidecar_config_for(stack.addr().port(), &stack.cert, users)
+}
+
+/// The same for a gateway on `port` with the certificate `cert`.
+pub fn sidecar_config_for(port: u16, cert: &Path, users: Vec<LocalUser>) -> SidecarConfig {
     let mut config = SidecarConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         ..Default::default()
     };
     config.auth.users = users;
-    config.upstream.url = format!("https://localhost:{}", stack.addr().port());
-    config.upstream.ca = Some(stack.cert.clone());
+    config.upstream.url = format!("https://localhost:{port}");
+    config.upstream.ca = Some(cert.to_path_buf());
     config.upstream.username = USER.into();
     config.upstream.password = secret(PASSWORD);
     config
