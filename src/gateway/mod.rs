@@ -11,6 +11,7 @@ mod json_columns;
 pub mod packet_limit;
 mod rpc;
 mod service;
+mod session_state;
 mod sessions;
 mod stream;
 
@@ -303,7 +304,11 @@ async fn reap_idle_sessions(
     idle_timeout: Duration,
     shutdown: CancellationToken,
 ) {
-    let period = (idle_timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
+    // Often enough to give idle unpinned sessions' backend connections
+    // back within about RELEASE_IDLE_CONNECTION_AFTER.
+    let period = (idle_timeout / 4)
+        .clamp(Duration::from_millis(100), Duration::from_secs(30))
+        .min(session_state::RELEASE_IDLE_CONNECTION_AFTER / 2);
     loop {
         tokio::select! {
             () = tokio::time::sleep(period) => {}
@@ -312,6 +317,13 @@ async fn reap_idle_sessions(
         let expired = sessions.expire_idle();
         if expired > 0 {
             info!(expired, live = sessions.len(), "closed idle sessions");
+        }
+        let released = sessions.release_idle_connections();
+        if released > 0 {
+            tracing::debug!(
+                released,
+                "idle unpinned sessions gave their backend connections back"
+            );
         }
     }
 }
