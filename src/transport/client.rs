@@ -318,6 +318,12 @@ impl Connection {
                 // response, so it is read whatever the sending came to.
                 let response = match exchange.stream.recv_response().await {
                     Ok(response) => response,
+                    // A draining server refuses streams past its GOAWAY
+                    // this way; RFC 9114 §4.1.1: such a request was not
+                    // processed, so it may go elsewhere.
+                    Err(e) if rejected(&e) || sent.as_ref().is_err_and(rejected) => {
+                        return Err(ClientError::NotSent(describe(&e)));
+                    }
                     Err(e) => return Err(broken(sent.err().unwrap_or(e))),
                 };
                 let (head, ()) = response.into_parts();
@@ -355,6 +361,12 @@ impl Connection {
             }
         }
     }
+}
+
+/// Whether the server refused an HTTP/3 request unprocessed.
+fn rejected(e: &h3::error::StreamError) -> bool {
+    matches!(e, h3::error::StreamError::RemoteTerminate { code, .. }
+        if *code == h3::error::Code::H3_REQUEST_REJECTED)
 }
 
 /// An error with its causes: hyper's own text is only the kind ("http2

@@ -9,6 +9,7 @@
 pub mod mariadb;
 pub mod netns;
 pub mod sidecar;
+pub mod gateway_child;
 pub mod sidecar_child;
 
 use std::net::SocketAddr;

@@ -1,0 +1,298 @@
+//! A tier of two gateways (child processes sharing a signing key, one
+//! private MariaDB) behind one sidecar that knows both (`tier_urls`).
+//! 32 clients run autocommit reads and writes and bank transfers in
+//! transactions; gateway A is drained (SIGTERM), then killed. Every
+//! autocommit statement issued after the drain began succeeds on B, with
+//! its session's settings (time zone, database) intact; every transaction
+//! either commits with acknowledgment or errors; the bank's total holds;
+//! every acknowledged write is in the database. The switch time (the
+//! longest an autocommit statement waited across it) is printed.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::*;
+use tokio::sync::{Notify, mpsc, watch};
+
+use common::MariaDb;
+use common::gateway_child::GatewayChild;
+use common::sidecar_child::{SidecarChild, spawn};
+
+const CLIENTS: usize = 32;
+const ACCOUNTS: i64 = 64;
+const OPENING_BALANCE: i64 = 1000;
+const TIME_ZONE: &str = "+03:00";
+
+/// What one client saw.
+#[derive(Default)]
+struct Tally {
+    /// (started, took, error) of each autocommit statement.
+    autocommit: Vec<(Instant, Duration, Option<String>)>,
+    acknowledged_inserts: u64,
+    failed_inserts: u64,
+    committed: u64,
+    aborted: u64,
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_move_to_the_other_gateway_when_one_drains() {
+    let db = MariaDb::start().await;
+    let tier_toml = "[gateway.sessions]\nsigning_key = { value = \"one key for the tier\" }\n\
+                     [gateway.drain]\ntimeout = \"20s\"\n";
+    let mut a = GatewayChild::ready(&db, tier_toml).await;
+    let b = GatewayChild::ready(&db, tier_toml).await;
+    // One CA file trusting both self-signed gateways.
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("tier-ca.pem");
+    let pems = [&a.cert, &b.cert].map(|c| std::fs::read_to_string(c).unwrap());
+    std::fs::write(&ca, pems.join("\n")).unwrap();
+    let sidecar = spawn(
+        None,
+        a.addr,
+        &ca,
+        &format!("tier_urls = [\"https://{}\"]", b.addr),
+        Some("info"),
+    );
+    let sidecar: SidecarChild = sidecar.wait_serving().await;
+
+    let mut direct = db.direct().await;
+    direct
+        .query_drop(
+            "CREATE TABLE app.accounts (id INT PRIMARY KEY, balance BIGINT NOT NULL) ENGINE=InnoDB; \
+             CREATE TABLE app.writes (id BIGINT AUTO_INCREMENT PRIMARY KEY, client INT, n INT) ENGINE=InnoDB",
+        )
+        .await
+        .unwrap();
+    direct
+        .query_drop(format!(
+            "INSERT INTO app.accounts SELECT seq, {OPENING_BALANCE} FROM seq_1_to_{ACCOUNTS}"
+        ))
+        .await
+        .unwrap();
+
+    // Each client reports once it has done `warm` rounds since the last
+    // mark, so the test moves on events, not time.
+    let (stop_tx, stop) = watch::channel(false);
+    let mark = Arc::new(Notify::new());
+    let (progress_tx, mut progress) = mpsc::unbounded_channel::<usize>();
+    let tallies: Vec<Arc<Mutex<Tally>>> = (0..CLIENTS).map(|_| Default::default()).collect();
+    let mut workers = Vec::new();
+    for (client, tally) in tallies.iter().enumerate() {
+        workers.push(tokio::spawn(client_loop(
+            client,
+            sidecar.opts(),
+            tally.clone(),
+            stop.clone(),
+            mark.clone(),
+            progress_tx.clone(),
+        )));
+    }
+    bounded("every client working through A", all_progressed(&mut progress)).await;
+
+    let drain_began = Instant::now();
+    a.signal("TERM");
+    mark.notify_waiters();
+    bounded(
+        "every client working after A began to drain",
+        all_progressed(&mut progress),
+    )
+    .await;
+    let drained = a.exited_within(Duration::from_secs(25)).await;
+    eprintln!(
+        "gateway A: {} {:.1?} after SIGTERM",
+        if drained { "exited (drained)" } else { "still draining" },
+        drain_began.elapsed()
+    );
+    a.signal("KILL");
+    assert!(a.exited_within(Duration::from_secs(10)).await);
+    mark.notify_waiters();
+    bounded(
+        "every client working with A gone",
+        all_progressed(&mut progress),
+    )
+    .await;
+    stop_tx.send(true).unwrap();
+    for worker in workers {
+        worker.await.unwrap();
+    }
+
+    let mut late_errors = Vec::new();
+    let mut switch = Duration::ZERO;
+    let (mut acknowledged, mut failed, mut committed, mut aborted, mut statements) =
+        (0, 0, 0, 0, 0);
+    for tally in &tallies {
+        let t = tally.lock().unwrap();
+        for (started, took, error) in &t.autocommit {
+            if *started >= drain_began {
+                statements += 1;
+                switch = switch.max(*took);
+                if let Some(e) = error {
+                    late_errors.push(e.clone());
+                }
+            }
+        }
+        acknowledged += t.acknowledged_inserts;
+        failed += t.failed_inserts;
+        committed += t.committed;
+        aborted += t.aborted;
+    }
+    eprintln!(
+        "switch: {statements} autocommit statements issued after SIGTERM, the slowest took {switch:.1?}; \
+         transactions: {committed} committed, {aborted} errored (and never acknowledged)"
+    );
+    assert!(
+        late_errors.is_empty(),
+        "autocommit statements failed after the drain began: {late_errors:?}\nA:\n{}\nB:\n{}",
+        a.log_text(),
+        b.log_text()
+    );
+    assert!(committed > 0, "transfers ran");
+
+    let total: i64 = direct
+        .query_first("SELECT SUM(balance) FROM app.accounts")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(total, ACCOUNTS * OPENING_BALANCE, "the bank's total holds");
+    let rows: u64 = direct
+        .query_first("SELECT COUNT(*) FROM app.writes")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        rows >= acknowledged && rows <= acknowledged + failed,
+        "every acknowledged write is there: {rows} rows, {acknowledged} acknowledged, {failed} failed"
+    );
+    drop(b);
+}
+
+/// One client: rounds of an autocommit read (which also checks that its
+/// session's time zone and database survived), an autocommit write and a
+/// transfer in a transaction, until `stop`. A transaction that errors
+/// ends its connection (the sidecar closes it, as a server whose
+/// connection died would): the client connects anew.
+async fn client_loop(
+    client: usize,
+    opts: mysql_async::Opts,
+    tally: Arc<Mutex<Tally>>,
+    stop: watch::Receiver<bool>,
+    mark: Arc<Notify>,
+    progress: mpsc::UnboundedSender<usize>,
+) {
+    const WARM: usize = 5;
+    let mut conn = connect(&opts).await;
+    let mut rounds = 0usize;
+    let mut marked = std::pin::pin!(mark.notified());
+    marked.as_mut().enable();
+    let mut n = 0i64;
+    while !*stop.borrow() {
+        n += 1;
+        // The autocommit read.
+        let started = Instant::now();
+        let read: Result<Option<(String, String, i64)>, _> = conn
+            .query_first(format!(
+                "SELECT @@session.time_zone, DATABASE(), balance FROM accounts WHERE id = {}",
+                1 + (n + client as i64) % ACCOUNTS
+            ))
+            .await;
+        let error = match read {
+            Ok(Some((tz, db, _))) if tz == TIME_ZONE && db == "app" => None,
+            Ok(other) => Some(format!("client {client}: session settings lost: {other:?}")),
+            Err(e) => Some(format!("client {client}: read: {e}")),
+        };
+        let failed = error.is_some();
+        tally
+            .lock()
+            .unwrap()
+            .autocommit
+            .push((started, started.elapsed(), error));
+        if failed {
+            conn = connect(&opts).await;
+            continue;
+        }
+        // The autocommit write.
+        let started = Instant::now();
+        let write = conn
+            .exec_drop(
+                "INSERT INTO writes (client, n) VALUES (?, ?)",
+                (client as i64, n),
+            )
+            .await;
+        {
+            let mut t = tally.lock().unwrap();
+            match &write {
+                Ok(()) => t.acknowledged_inserts += 1,
+                Err(_) => t.failed_inserts += 1,
+            }
+            let error = write.as_ref().err().map(|e| format!("client {client}: write: {e}"));
+            t.autocommit.push((started, started.elapsed(), error));
+        }
+        if write.is_err() {
+            conn = connect(&opts).await;
+            continue;
+        }
+        // The transfer.
+        let from = 1 + (client as i64 * 7 + n) % ACCOUNTS;
+        let to = 1 + (from + 1 + n % (ACCOUNTS - 1)) % ACCOUNTS;
+        let transfer = async {
+            conn.query_drop("START TRANSACTION").await?;
+            conn.exec_drop(
+                "UPDATE accounts SET balance = balance - 1 WHERE id = ?",
+                (from,),
+            )
+            .await?;
+            conn.exec_drop(
+                "UPDATE accounts SET balance = balance + 1 WHERE id = ?",
+                (to,),
+            )
+            .await?;
+            conn.query_drop("COMMIT").await
+        };
+        match transfer.await {
+            Ok(()) => tally.lock().unwrap().committed += 1,
+            Err(_) => {
+                tally.lock().unwrap().aborted += 1;
+                conn = connect(&opts).await;
+            }
+        }
+        // A mark starts a new count (the round it fell in counts).
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if marked.as_mut().poll(&mut cx).is_ready() {
+            rounds = 0;
+            marked.set(mark.notified());
+            marked.as_mut().enable();
+        }
+        rounds += 1;
+        if rounds == WARM {
+            let _ = progress.send(client);
+        }
+    }
+}
+
+/// Until every client has reported progress since the last mark.
+async fn all_progressed(progress: &mut mpsc::UnboundedReceiver<usize>) {
+    let mut seen = std::collections::HashSet::new();
+    while seen.len() < CLIENTS {
+        seen.insert(progress.recv().await.expect("workers alive"));
+    }
+}
+
+/// A connection through the sidecar with this test's session settings:
+/// they must follow the session to the other gateway.
+async fn connect(opts: &mysql_async::Opts) -> mysql_async::Conn {
+    let mut conn = bounded("connecting through the sidecar", mysql_async::Conn::new(opts.clone()))
+        .await
+        .expect("a connection through the sidecar");
+    conn.query_drop(format!("SET time_zone = '{TIME_ZONE}'"))
+        .await
+        .expect("SET time_zone");
+    conn
+}
+
+async fn bounded<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), f)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not within 60 s"))
+}
