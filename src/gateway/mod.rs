@@ -184,6 +184,19 @@ impl Gateway {
         self.health.draining();
         self.shutdown.cancel();
         self.tasks.close();
+        let orphans = self.service.rpc.sessions.end_idle_pinned();
+        if !orphans.is_empty() {
+            info!(
+                sessions = orphans.len(),
+                "draining: rolling back transactions no request can continue here"
+            );
+            tokio::spawn(futures_util::future::join_all(orphans.into_iter().map(
+                |mut conn| async move {
+                    use mysql_async::prelude::Queryable;
+                    let _ = conn.query_drop("ROLLBACK").await;
+                },
+            )));
+        }
         let finished = tokio::time::timeout(self.drain.timeout, async {
             self.tasks.wait().await;
             // Streams are answered by their own tasks.

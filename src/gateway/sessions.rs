@@ -318,6 +318,33 @@ impl Sessions {
             .collect()
     }
 
+    /// At the start of a drain: a pinned session that no request holds
+    /// can only go on here, and requests no longer reach this gateway, so
+    /// it ends now (remembered, for a request that was already on its way)
+    /// and its backend connection is handed over to be rolled back. Its
+    /// locks go at once, not at the end of the drain: statements in flight
+    /// here may be waiting for them.
+    pub fn end_idle_pinned(&self) -> Vec<mysql_async::Conn> {
+        let now = Instant::now();
+        let mut conns = Vec::new();
+        let mut live = self.live.lock().expect("not poisoned");
+        let mut tombstones = self.tombstones.lock().expect("not poisoned");
+        live.retain(|id, slot| {
+            let Ok(mut state) = slot.state.try_lock() else {
+                return true;
+            };
+            if !state.is_pinned() {
+                return true;
+            }
+            if tombstones.len() < MAX_TOMBSTONES {
+                tombstones.insert(id.clone(), now);
+            }
+            conns.extend(state.conn.take());
+            false
+        });
+        conns
+    }
+
     /// Ends a session now; its connection returns to the pool, which
     /// resets it (rolling back any transaction).
     pub fn close(&self, lease: Lease) {

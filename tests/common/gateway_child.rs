@@ -68,7 +68,11 @@ impl GatewayChild {
             .status()
             .await
             .unwrap();
-        assert!(status.success(), "gateway not ready:\n{}", gateway.log_text());
+        assert!(
+            status.success(),
+            "gateway not ready:\n{}",
+            gateway.log_text()
+        );
         gateway
     }
 
@@ -88,7 +92,9 @@ impl GatewayChild {
     /// Waits for the process to end (tokio reaps it on SIGCHLD), up to
     /// `within`: whether it did.
     pub async fn exited_within(&mut self, within: Duration) -> bool {
-        tokio::time::timeout(within, self.child.wait()).await.is_ok()
+        tokio::time::timeout(within, self.child.wait())
+            .await
+            .is_ok()
     }
 
     pub fn log_text(&self) -> String {

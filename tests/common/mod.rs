@@ -6,10 +6,10 @@
 
 #![allow(dead_code)]
 
+pub mod gateway_child;
 pub mod mariadb;
 pub mod netns;
 pub mod sidecar;
-pub mod gateway_child;
 pub mod sidecar_child;
 
 use std::net::SocketAddr;
