@@ -36,26 +36,130 @@ struct Tally {
     aborted: u64,
 }
 
+/// Two gateways sharing a signing key, and a sidecar that knows both
+/// (A first).
+struct Tier {
+    a: GatewayChild,
+    b: GatewayChild,
+    sidecar: SidecarChild,
+    _dir: tempfile::TempDir,
+}
+
+impl Tier {
+    async fn start(db: &MariaDb) -> Self {
+        let tier_toml = "[gateway.sessions]\nsigning_key = { value = \"one key for the tier\" }\n\
+                         [gateway.drain]\ntimeout = \"20s\"\n";
+        let a = GatewayChild::ready(db, tier_toml).await;
+        let b = GatewayChild::ready(db, tier_toml).await;
+        // One CA file trusting both self-signed gateways.
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("tier-ca.pem");
+        let pems = [&a.cert, &b.cert].map(|c| std::fs::read_to_string(c).unwrap());
+        std::fs::write(&ca, pems.join("\n")).unwrap();
+        let sidecar = spawn(
+            None,
+            a.addr,
+            &ca,
+            &format!("tier_urls = [\"https://{}\"]", b.addr),
+            Some("info"),
+        );
+        let sidecar = sidecar.wait_serving().await;
+        Self {
+            a,
+            b,
+            sidecar,
+            _dir: dir,
+        }
+    }
+}
+
+/// What a session reads of its own settings.
+const SETTINGS: &str = "SELECT @@sql_mode, @@time_zone, @@character_set_client, \
+                        @@collation_connection, @@div_precision_increment, DATABASE(), \
+                        LAST_INSERT_ID(), 1/3";
+
+/// A session that set replayable things, moved to gateway B (A drained
+/// away under it), reads them as the same session directly on MariaDB
+/// does; a session holding backend state (a user variable, a temporary
+/// table) is told it lost its connection instead of running without it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_moved_session_reads_as_a_direct_one() {
+    let db = MariaDb::start().await;
+    let Tier {
+        mut a, b, sidecar, ..
+    } = Tier::start(&db).await;
+    let mut root = mysql_async::Conn::new(db.root_opts()).await.unwrap();
+    root.query_drop("CREATE DATABASE app2; GRANT ALL ON app2.* TO app@localhost")
+        .await
+        .unwrap();
+    let mut direct = db.direct().await;
+    direct
+        .query_drop(
+            "CREATE TABLE app.direct (id INT AUTO_INCREMENT PRIMARY KEY, v INT); \
+             CREATE TABLE app.moving LIKE app.direct",
+        )
+        .await
+        .unwrap();
+    let setup = [
+        "SET sql_mode = 'ANSI_QUOTES,STRICT_ALL_TABLES', time_zone = '-05:30'",
+        "SET NAMES latin1 COLLATE latin1_german2_ci",
+        "SET SESSION div_precision_increment = 9",
+        "USE app2",
+        // Each into its own table: the same ids both ways.
+        "INSERT INTO app.{table} (v) VALUES (1), (2)",
+    ];
+    let mut moving = sidecar.connect().await;
+    let mut pinned_var = sidecar.connect().await;
+    let mut pinned_temp = sidecar.connect().await;
+    for sql in setup {
+        direct
+            .query_drop(sql.replace("{table}", "direct"))
+            .await
+            .unwrap();
+        moving
+            .query_drop(sql.replace("{table}", "moving"))
+            .await
+            .unwrap();
+    }
+    pinned_var.query_drop("SET @kept = 1").await.unwrap();
+    pinned_temp
+        .query_drop("CREATE TEMPORARY TABLE scratch (a INT)")
+        .await
+        .unwrap();
+    type Settings = (String, String, String, String, u32, String, u64, String);
+    let want: Settings = direct.query_first(SETTINGS).await.unwrap().unwrap();
+    let before: Settings = moving.query_first(SETTINGS).await.unwrap().unwrap();
+    assert_eq!(before, want, "through A");
+
+    a.signal("TERM");
+    assert!(a.exited_within(Duration::from_secs(15)).await, "A drains");
+    let after: Settings = bounded("a statement on B", moving.query_first(SETTINGS))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(after, want, "through B, rebuilt from the cookie");
+    for (mut conn, what) in [
+        (pinned_var, "user variable"),
+        (pinned_temp, "temporary table"),
+    ] {
+        let error = bounded("a pinned session on B", conn.query_drop("SELECT 1"))
+            .await
+            .expect_err(what);
+        let code = match &error {
+            mysql_async::Error::Server(e) => Some(e.code),
+            _ => None,
+        };
+        assert_eq!(code, Some(1927), "{what}: {error}");
+    }
+    drop(b);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn sessions_move_to_the_other_gateway_when_one_drains() {
     let db = MariaDb::start().await;
-    let tier_toml = "[gateway.sessions]\nsigning_key = { value = \"one key for the tier\" }\n\
-                     [gateway.drain]\ntimeout = \"20s\"\n";
-    let mut a = GatewayChild::ready(&db, tier_toml).await;
-    let b = GatewayChild::ready(&db, tier_toml).await;
-    // One CA file trusting both self-signed gateways.
-    let dir = tempfile::tempdir().unwrap();
-    let ca = dir.path().join("tier-ca.pem");
-    let pems = [&a.cert, &b.cert].map(|c| std::fs::read_to_string(c).unwrap());
-    std::fs::write(&ca, pems.join("\n")).unwrap();
-    let sidecar = spawn(
-        None,
-        a.addr,
-        &ca,
-        &format!("tier_urls = [\"https://{}\"]", b.addr),
-        Some("info"),
-    );
-    let sidecar: SidecarChild = sidecar.wait_serving().await;
+    let Tier {
+        mut a, b, sidecar, ..
+    } = Tier::start(&db).await;
 
     let mut direct = db.direct().await;
     direct
