@@ -170,6 +170,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_tier_is_every_url_in_order() {
+        let c = UpstreamConfig {
+            url: "https://a.example".into(),
+            tier_urls: vec![
+                "https://[::1]:8443/".into(),
+                "https://b.example:9443".into(),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            c.tier().unwrap(),
+            ["a.example:443", "[::1]:8443", "b.example:9443"]
+        );
+        let bad = UpstreamConfig {
+            tier_urls: vec!["http://b.example".into()],
+            ..c
+        };
+        assert!(bad.tier().unwrap_err().to_string().contains("tier_urls"));
+    }
+
+    #[test]
     fn gateway_urls() {
         let mut c = UpstreamConfig::default();
         for (url, host, port) in [
