@@ -46,7 +46,8 @@ struct Tier {
 }
 
 impl Tier {
-    async fn start(db: &MariaDb) -> Self {
+    /// `transport`: the sidecar's `upstream.transport`.
+    async fn start(db: &MariaDb, transport: &str) -> Self {
         let tier_toml = "[gateway.sessions]\nsigning_key = { value = \"one key for the tier\" }\n\
                          [gateway.drain]\ntimeout = \"20s\"\n";
         let a = GatewayChild::ready(db, tier_toml).await;
@@ -60,7 +61,10 @@ impl Tier {
             None,
             a.addr,
             &ca,
-            &format!("tier_urls = [\"https://{}\"]", b.addr),
+            &format!(
+                "tier_urls = [\"https://{}\"]\ntransport = \"{transport}\"",
+                b.addr
+            ),
             Some("info"),
         );
         let sidecar = sidecar.wait_serving().await;
@@ -87,7 +91,7 @@ async fn a_moved_session_reads_as_a_direct_one() {
     let db = MariaDb::start().await;
     let Tier {
         mut a, b, sidecar, ..
-    } = Tier::start(&db).await;
+    } = Tier::start(&db, "auto").await;
     let mut root = mysql_async::Conn::new(db.root_opts()).await.unwrap();
     root.query_drop("CREATE DATABASE app2; GRANT ALL ON app2.* TO app@localhost")
         .await
@@ -155,11 +159,20 @@ async fn a_moved_session_reads_as_a_direct_one() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn sessions_move_to_the_other_gateway_when_one_drains() {
+async fn sessions_move_to_the_other_gateway_when_one_drains_http3() {
+    sessions_move_when_a_gateway_drains("http3").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_move_to_the_other_gateway_when_one_drains_http2() {
+    sessions_move_when_a_gateway_drains("http2").await;
+}
+
+async fn sessions_move_when_a_gateway_drains(transport: &str) {
     let db = MariaDb::start().await;
     let Tier {
         mut a, b, sidecar, ..
-    } = Tier::start(&db).await;
+    } = Tier::start(&db, transport).await;
 
     let mut direct = db.direct().await;
     direct
@@ -255,7 +268,7 @@ async fn sessions_move_to_the_other_gateway_when_one_drains() {
         aborted += t.aborted;
     }
     eprintln!(
-        "switch: {statements} autocommit statements issued after SIGTERM, the slowest took {switch:.1?}; \
+        "{transport}: switch: {statements} autocommit statements issued after SIGTERM, the slowest took {switch:.1?}; \
          transactions: {committed} committed, {aborted} errored (and never acknowledged)"
     );
     assert!(

@@ -184,7 +184,7 @@ impl Gateway {
         self.health.draining();
         self.shutdown.cancel();
         self.tasks.close();
-        let orphans = self.service.rpc.sessions.end_idle_pinned();
+        let orphans = self.service.rpc.sessions.begin_drain();
         if !orphans.is_empty() {
             info!(
                 sessions = orphans.len(),

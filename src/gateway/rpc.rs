@@ -528,7 +528,11 @@ impl Rpc {
     /// remembered if it held a transaction), others stay for the next.
     fn finish(&self, lease: Lease) -> pb::Session {
         let cookie = self.sessions.cookie(&lease.slot, &lease.state);
-        if lease.state.conn.is_none() && lease.state.is_pinned() {
+        // Draining: no later request can reach this gateway, so a pinned
+        // session ends now (its connection returns to the pool, which
+        // rolls it back) rather than hold its locks to the end of the drain.
+        let ended = lease.state.conn.is_none() || self.sessions.is_draining();
+        if ended && lease.state.is_pinned() {
             self.sessions.discard(lease, true);
         }
         cookie

@@ -8,6 +8,7 @@
 //! its cookie, and any gateway sharing the signing key rebuilds it.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -179,6 +180,9 @@ pub struct Sessions {
     live: Mutex<HashMap<String, Arc<Slot>>>,
     /// Expired sessions that were inside a transaction, and when.
     tombstones: Mutex<HashMap<String, Instant>>,
+    /// Set when the gateway drains: pinned sessions end as soon as no
+    /// request holds them.
+    draining: AtomicBool,
 }
 
 impl Sessions {
@@ -189,6 +193,7 @@ impl Sessions {
             max_sessions,
             live: Mutex::new(HashMap::new()),
             tombstones: Mutex::new(HashMap::new()),
+            draining: AtomicBool::new(false),
         }
     }
 
@@ -318,13 +323,24 @@ impl Sessions {
             .collect()
     }
 
-    /// At the start of a drain: a pinned session that no request holds
+    /// Starts the drain. A pinned session that no request holds
     /// can only go on here, and requests no longer reach this gateway, so
     /// it ends now (remembered, for a request that was already on its way)
     /// and its backend connection is handed over to be rolled back. Its
     /// locks go at once, not at the end of the drain: statements in flight
     /// here may be waiting for them.
-    pub fn end_idle_pinned(&self) -> Vec<mysql_async::Conn> {
+    pub fn begin_drain(&self) -> Vec<mysql_async::Conn> {
+        self.draining.store(true, Ordering::Relaxed);
+        self.end_idle_pinned()
+    }
+
+    /// Whether the gateway drains: a pinned session whose request ends
+    /// then ends too ([`Sessions::begin_drain`]).
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+
+    fn end_idle_pinned(&self) -> Vec<mysql_async::Conn> {
         let now = Instant::now();
         let mut conns = Vec::new();
         let mut live = self.live.lock().expect("not poisoned");
