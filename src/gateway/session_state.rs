@@ -86,7 +86,7 @@ pub struct Effect {
 pub fn classify(sql: &[u8], dialect: &Dialect) -> Effect {
     let mut effect = Effect::default();
     for statement in statements(sql, dialect) {
-        match classify_one(&tokens(statement, dialect)) {
+        match classify_one(statement, dialect) {
             Ok(sets) => effect.sets.extend(sets),
             Err(why) => {
                 effect.pins = Some(why);
@@ -274,47 +274,73 @@ enum Token<'a> {
 }
 
 /// The statement's code, as words and punctuation (strings, quoted
-/// identifiers and comments skipped; executable comments are code).
-fn tokens<'a>(sql: &'a [u8], dialect: &Dialect) -> Vec<Token<'a>> {
-    let word_byte = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$';
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < sql.len() {
-        if let Some(end) = dialect.skip_non_code(sql, i) {
-            i = end;
-            continue;
-        }
-        let c = sql[i];
-        if c.is_ascii_whitespace() {
-            i += 1;
-        } else if c == b'@' && sql.get(i + 1) == Some(&b'@') {
-            let start = i + 2;
-            let mut end = start;
-            while end < sql.len() && (word_byte(sql[end]) || sql[end] == b'.') {
-                end += 1;
-            }
-            out.push(Token::SystemVariable(&sql[start..end]));
-            i = end.max(start);
-        } else if c == b'@' {
-            out.push(Token::UserVariable);
-            i += 1;
-        } else if c.is_ascii_alphabetic() || c == b'_' {
-            let start = i;
-            while i < sql.len() && word_byte(sql[i]) {
-                i += 1;
-            }
-            out.push(Token::Word(&sql[start..i]));
-        } else if c.is_ascii_digit() {
-            while i < sql.len() && (word_byte(sql[i]) || sql[i] == b'.') {
-                i += 1;
-            }
-            out.push(Token::Number);
-        } else {
-            out.push(Token::Punct(c));
-            i = dialect.next(sql, i);
+/// identifiers and comments skipped; executable comments are code), one
+/// at a time: a 16 MiB INSERT is scanned without a list of its tokens.
+struct Tokens<'a, 'd> {
+    sql: &'a [u8],
+    dialect: &'d Dialect,
+    at: usize,
+}
+
+impl<'a, 'd> Tokens<'a, 'd> {
+    fn new(sql: &'a [u8], dialect: &'d Dialect) -> Self {
+        Self {
+            sql,
+            dialect,
+            at: 0,
         }
     }
-    out
+}
+
+impl<'a> Iterator for Tokens<'a, '_> {
+    type Item = Token<'a>;
+
+    fn next(&mut self) -> Option<Token<'a>> {
+        let word_byte = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$';
+        let sql = self.sql;
+        let mut i = self.at;
+        let token = loop {
+            if i >= sql.len() {
+                self.at = i;
+                return None;
+            }
+            if let Some(end) = self.dialect.skip_non_code(sql, i) {
+                i = end;
+                continue;
+            }
+            let c = sql[i];
+            if c.is_ascii_whitespace() {
+                i += 1;
+            } else if c == b'@' && sql.get(i + 1) == Some(&b'@') {
+                let start = i + 2;
+                let mut end = start;
+                while end < sql.len() && (word_byte(sql[end]) || sql[end] == b'.') {
+                    end += 1;
+                }
+                i = end;
+                break Token::SystemVariable(&sql[start..end]);
+            } else if c == b'@' {
+                i += 1;
+                break Token::UserVariable;
+            } else if c.is_ascii_alphabetic() || c == b'_' {
+                let start = i;
+                while i < sql.len() && word_byte(sql[i]) {
+                    i += 1;
+                }
+                break Token::Word(&sql[start..i]);
+            } else if c.is_ascii_digit() {
+                while i < sql.len() && (word_byte(sql[i]) || sql[i] == b'.') {
+                    i += 1;
+                }
+                break Token::Number;
+            } else {
+                i = self.dialect.next(sql, i);
+                break Token::Punct(c);
+            }
+        };
+        self.at = i;
+        Some(token)
+    }
 }
 
 fn is(token: Option<&Token<'_>>, word: &str) -> bool {
@@ -322,14 +348,16 @@ fn is(token: Option<&Token<'_>>, word: &str) -> bool {
 }
 
 /// The replayable variables one statement sets, or why it pins.
-fn classify_one(tokens: &[Token<'_>]) -> Result<Vec<&'static str>, &'static str> {
-    let Some(first) = tokens.first() else {
+fn classify_one(statement: &[u8], dialect: &Dialect) -> Result<Vec<&'static str>, &'static str> {
+    let mut tokens = Tokens::new(statement, dialect);
+    let Some(first) = tokens.next() else {
         return Ok(Vec::new());
     };
     let Token::Word(leading) = first else {
         return Err("a statement the gateway cannot classify (an executable comment)");
     };
     let leading = leading.to_ascii_uppercase();
+    let second = Tokens::new(statement, dialect).nth(1);
     let pins = match &leading[..] {
         b"LOCK" => Some("LOCK TABLES"),
         b"CALL" => Some("a procedure call"),
@@ -337,31 +365,35 @@ fn classify_one(tokens: &[Token<'_>]) -> Result<Vec<&'static str>, &'static str>
         b"HANDLER" => Some("an open HANDLER"),
         b"XA" => Some("an XA transaction"),
         b"IF" | b"CASE" | b"LOOP" | b"WHILE" | b"REPEAT" | b"FOR" => Some("a compound statement"),
-        b"BEGIN" if is(tokens.get(1), "NOT") => Some("a compound statement"),
+        b"BEGIN" if is(second.as_ref(), "NOT") => Some("a compound statement"),
         _ => None,
     };
     if let Some(why) = pins {
         return Err(why);
     }
-    for (i, token) in tokens.iter().enumerate() {
+    // The two tokens before the current one, for `LAST_INSERT_ID(x)`.
+    let (mut before, mut last) = (None, Some(first));
+    for token in tokens {
         match token {
             Token::UserVariable => return Err("user variables"),
             Token::Word(w) if w.eq_ignore_ascii_case(b"TEMPORARY") => {
                 return Err("a temporary table");
             }
             Token::Word(w) if w.eq_ignore_ascii_case(b"GET_LOCK") => return Err("GET_LOCK"),
-            Token::Word(w)
-                if w.eq_ignore_ascii_case(b"LAST_INSERT_ID")
-                    && tokens.get(i + 1) == Some(&Token::Punct(b'('))
-                    && tokens.get(i + 2) != Some(&Token::Punct(b')')) =>
-            {
-                return Err("LAST_INSERT_ID(expr)");
-            }
             _ => {}
         }
+        if let (Some(Token::Word(w)), Some(Token::Punct(b'('))) = (before, last)
+            && w.eq_ignore_ascii_case(b"LAST_INSERT_ID")
+            && token != Token::Punct(b')')
+        {
+            return Err("LAST_INSERT_ID(expr)");
+        }
+        (before, last) = (last, Some(token));
     }
     if leading == b"SET" {
-        return set_variables(&tokens[1..]);
+        // A SET is short (its values' strings are skipped): listed whole.
+        let tokens: Vec<_> = Tokens::new(statement, dialect).skip(1).collect();
+        return set_variables(&tokens);
     }
     Ok(Vec::new())
 }

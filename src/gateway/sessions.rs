@@ -142,6 +142,9 @@ pub struct Slot {
     pub owner: String,
     state: Arc<tokio::sync::Mutex<SessionState>>,
     last_used: Mutex<Instant>,
+    /// The signature of the last cookie issued for it: a request naming
+    /// another one carries state this gateway did not produce last.
+    issued: Mutex<[u8; 32]>,
 }
 
 /// Exclusive use of a session for the length of one request.
@@ -284,13 +287,15 @@ impl Sessions {
     /// what this gateway holds (only here could it have moved on). An
     /// unpinned one may have moved on elsewhere in the tier since (another
     /// gateway served it while this one was unreachable, draining or
-    /// not chosen): then the cookie, newer, is the truth.
+    /// not chosen): a cookie other than the last one issued here is then
+    /// the truth, the state its client last saw. (So is an older cookie
+    /// after a lost response: that client got an error, never the new
+    /// state.)
     fn catch_up(&self, lease: &mut Lease, vitess: &VitessSession, signature: &[u8]) {
         if lease.state.is_pinned() {
             return;
         }
-        let ours = self.cookie(&lease.slot, &lease.state);
-        if ours.signature[..] != *signature {
+        if *lease.slot.issued.lock().expect("not poisoned") != *signature {
             lease.state.adopt(vitess);
         }
     }
@@ -467,8 +472,10 @@ impl Sessions {
             enable_system_settings: true,
             ..Default::default()
         };
+        let signature = self.sign(&slot.owner, &vitess);
+        *slot.issued.lock().expect("not poisoned") = signature;
         pb::Session {
-            signature: self.sign(&slot.owner, &vitess).to_vec().into(),
+            signature: signature.to_vec().into(),
             vitess_session: Some(vitess),
         }
     }
@@ -494,6 +501,7 @@ impl Sessions {
             owner: owner.to_string(),
             state: Arc::new(tokio::sync::Mutex::new(state)),
             last_used: Mutex::new(Instant::now()),
+            issued: Mutex::new([0; 32]),
         });
         let state = slot
             .state
