@@ -62,7 +62,8 @@ impl Tier {
             a.addr,
             &ca,
             &format!(
-                "tier_urls = [\"https://{}\"]\ntransport = \"{transport}\"",
+                "tier_urls = [\"https://{}\"]\ntransport = \"{transport}\"\n\
+                 [sidecar.admin]\nlisten = \"127.0.0.1:0\"",
                 b.addr
             ),
             Some("info"),

@@ -181,7 +181,7 @@ pub struct Sessions {
     idle_timeout: Duration,
     max_sessions: usize,
     live: Mutex<HashMap<String, Arc<Slot>>>,
-    /// Expired sessions that were inside a transaction, and when.
+    /// Ended sessions that held a transaction or backend state, and when.
     tombstones: Mutex<HashMap<String, Instant>>,
     /// Set when the gateway drains: pinned sessions end as soon as no
     /// request holds them.
@@ -414,7 +414,7 @@ impl Sessions {
         tombstones.retain(|_, at| now.duration_since(*at) < TOMBSTONE_TTL);
         let count = expired.len();
         for (id, state) in expired {
-            if state.in_transaction && tombstones.len() < MAX_TOMBSTONES {
+            if state.is_pinned() && tombstones.len() < MAX_TOMBSTONES {
                 tombstones.insert(id, now);
             }
             // Dropping the state drops the connection back into the pool.
@@ -532,9 +532,9 @@ impl Sessions {
     }
 }
 
-const LOST_HERE: &str = "the session's transaction was rolled back: the session expired, or its backend connection was lost, inside a transaction";
-const TRANSACTION_ELSEWHERE: &str = "the session's transaction is on another gateway of the tier, which no longer serves this client; it is rolled back there, and the statement was not run";
-const STATE_ELSEWHERE: &str = "the session holds backend state (temporary tables, user variables, locks, prepared statements or settings that are not replayed) on another gateway of the tier, which no longer serves this client; the statement was not run";
+const LOST_HERE: &str = "the session's transaction was rolled back (or its backend state, such as temporary tables or user variables, is gone): the session expired, its gateway drained, or its backend connection was lost, while it held them; the statement was not run";
+const TRANSACTION_ELSEWHERE: &str = "the session's transaction is not on this gateway (it is on another gateway of the tier, or was on this one before it restarted) and is rolled back there; the statement was not run";
+const STATE_ELSEWHERE: &str = "the session's backend state (temporary tables, user variables, locks, prepared statements or settings that are not replayed) is not on this gateway (it is on another gateway of the tier, or was on this one before it restarted); the statement was not run";
 
 /// 128 random bits, URL-safe base64 (22 characters, like Vitess's nanoid).
 fn new_id() -> String {
