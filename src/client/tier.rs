@@ -2,9 +2,10 @@
 //! gateway name, and which one the connection is on.
 //!
 //! One connection stays the model: the tier only decides where the next
-//! one goes. After the gateway in use failed or drained (GOAWAY), the
-//! others come first, starting after it, so that sidecars that lose the
-//! same gateway do not all pile onto the one listed next; the gateway that
+//! one goes. The first goes to the first address. After the gateway in
+//! use failed or drained (GOAWAY), the others come first, from a random
+//! one on, so that the sidecars that all lose the same gateway spread over
+//! the rest rather than pile onto the one listed next; the gateway that
 //! was left comes last, in case it was the only one.
 
 use std::net::SocketAddr;
@@ -41,7 +42,7 @@ impl Tier {
     /// Every address, resolved afresh (so gateways that come and go behind
     /// a name are followed), in the order to try them: with `stay`, the
     /// current one first (it is being probed or raced, not left); else
-    /// the ones after it, then the rest, then it.
+    /// the others, from a random one on, then it.
     pub(super) async fn addresses(
         &self,
         limit: Duration,
@@ -69,19 +70,37 @@ impl Tier {
                 errors.join("; ")
             });
         }
-        Ok(order(all, self.current(), stay))
+        let others = all.len().saturating_sub(1).max(1);
+        Ok(order(
+            all,
+            self.current(),
+            stay,
+            rand::random_range(0..others),
+        ))
     }
 }
 
-fn order(mut all: Vec<SocketAddr>, current: Option<SocketAddr>, stay: bool) -> Vec<SocketAddr> {
+/// The addresses in the order to try them; `spread` (below the number of
+/// other addresses) picks which other gateway comes first.
+fn order(
+    mut all: Vec<SocketAddr>,
+    current: Option<SocketAddr>,
+    stay: bool,
+    spread: usize,
+) -> Vec<SocketAddr> {
     let Some(at) = current.and_then(|c| all.iter().position(|a| *a == c)) else {
         return all;
     };
+    let current = all.remove(at);
     if stay {
-        all.rotate_left(at);
-    } else {
-        all.rotate_left(at + 1);
+        all.insert(0, current);
+        return all;
     }
+    let len = all.len();
+    if len > 0 {
+        all.rotate_left(spread % len);
+    }
+    all.push(current);
     all
 }
 
@@ -97,15 +116,28 @@ mod tests {
     }
 
     #[test]
-    fn a_lost_gateway_is_tried_last_and_the_next_one_first() {
+    fn a_lost_gateway_is_tried_last_and_the_others_spread() {
         let all = addrs(&[1, 2, 3]);
-        assert_eq!(order(all.clone(), None, false), addrs(&[1, 2, 3]));
-        assert_eq!(order(all.clone(), Some(all[0]), false), addrs(&[2, 3, 1]));
-        assert_eq!(order(all.clone(), Some(all[1]), false), addrs(&[3, 1, 2]));
-        assert_eq!(order(all.clone(), Some(all[1]), true), addrs(&[2, 3, 1]));
+        assert_eq!(order(all.clone(), None, false, 1), addrs(&[1, 2, 3]));
+        assert_eq!(
+            order(all.clone(), Some(all[0]), false, 0),
+            addrs(&[2, 3, 1])
+        );
+        assert_eq!(
+            order(all.clone(), Some(all[0]), false, 1),
+            addrs(&[3, 2, 1])
+        );
+        assert_eq!(
+            order(all.clone(), Some(all[1]), false, 0),
+            addrs(&[1, 3, 2])
+        );
+        // Probing or racing the current one: it stays first.
+        assert_eq!(order(all.clone(), Some(all[1]), true, 1), addrs(&[2, 1, 3]));
+        // Alone in the tier, it is all there is.
+        assert_eq!(order(addrs(&[1]), Some(all[0]), false, 0), addrs(&[1]));
         // A gateway that left the name's addresses is simply not tried.
         let gone = SocketAddr::from(([127, 0, 0, 1], 9));
-        assert_eq!(order(all, Some(gone), false), addrs(&[1, 2, 3]));
+        assert_eq!(order(all, Some(gone), false, 1), addrs(&[1, 2, 3]));
     }
 
     #[tokio::test]
@@ -119,6 +151,6 @@ mod tests {
         assert_eq!(found, addrs(&[1, 2]));
         tier.settled_on(found[0]);
         let next = tier.addresses(Duration::from_secs(5), false).await.unwrap();
-        assert_eq!(next, addrs(&[2, 1]));
+        assert_eq!(next, addrs(&[2, 1]), "the one left comes last");
     }
 }
