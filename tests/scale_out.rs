@@ -159,6 +159,57 @@ async fn a_moved_session_reads_as_a_direct_one() {
     drop(b);
 }
 
+/// Idle sessions hold no backend connection, unless something pins them
+/// to theirs; a session that gave its connection back goes on with its
+/// settings on the next one.
+#[tokio::test(flavor = "multi_thread")]
+async fn idle_unpinned_sessions_hold_no_backend_connection() {
+    let db = MariaDb::start().await;
+    let Tier { a, sidecar, .. } = Tier::start(&db, "auto").await;
+    let mut unpinned = Vec::new();
+    for _ in 0..4 {
+        let mut conn = sidecar.connect().await;
+        conn.query_drop(format!("SET time_zone = '{TIME_ZONE}'"))
+            .await
+            .unwrap();
+        unpinned.push(conn);
+    }
+    let mut pinned = sidecar.connect().await;
+    pinned.query_drop("SET @kept = 7").await.unwrap();
+    let busy = backend_in_use(a.admin).await;
+    assert!(busy >= 5, "each session took a backend connection: {busy}");
+    // Polled: the release is the gateway's own 1 s timer.
+    let start = Instant::now();
+    while backend_in_use(a.admin).await != 1 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "idle sessions still hold backend connections: {}",
+            backend_in_use(a.admin).await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for conn in &mut unpinned {
+        let tz: String = conn
+            .query_first("SELECT @@time_zone")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(tz, TIME_ZONE, "the setting followed to the next connection");
+    }
+    let kept: i64 = pinned.query_first("SELECT @kept").await.unwrap().unwrap();
+    assert_eq!(kept, 7, "the pinned session kept its connection");
+}
+
+/// The gateway's `myquic_gateway_backend_connections{state="in_use"}`.
+async fn backend_in_use(admin: std::net::SocketAddr) -> i64 {
+    let (status, body) = myquic::admin::wait::get(admin, "/metrics").await.unwrap();
+    assert_eq!(status, 200);
+    body.lines()
+        .find_map(|l| l.strip_prefix("myquic_gateway_backend_connections{state=\"in_use\"} "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("the in_use gauge")
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn sessions_move_to_the_other_gateway_when_one_drains_http3() {
     sessions_move_when_a_gateway_drains("http3").await;
