@@ -97,6 +97,18 @@ impl GatewayChild {
             .is_ok()
     }
 
+    /// The exit code once the process ends, waiting up to `within`
+    /// (`None`: still running; `Some(None)`: killed by a signal).
+    pub async fn exit_code(&mut self, within: Duration) -> Option<Option<i32>> {
+        let status = tokio::time::timeout(within, self.child.wait()).await.ok()?;
+        Some(status.ok().and_then(|s| s.code()))
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
