@@ -117,3 +117,37 @@ fn broken_manifests_are_rejected() {
     let (ok, text) = validate(&[&udp]);
     assert!(!ok && text.contains("port h3 targets"), "{text}");
 }
+
+/// The gateway scales out as a tier: each way of losing that is refused.
+#[test]
+fn manifests_that_do_not_scale_out_are_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    for (from, to, complaint) in [
+        // One replica: nothing to fail over to.
+        ("minReplicas: 2", "minReplicas: 1", "fewer than 2 replicas"),
+        // Scaling on memory, not CPU.
+        ("name: cpu\n", "name: memory\n", "does not follow CPU"),
+        // No CPU request to measure utilisation against.
+        (
+            "requests: {cpu: 500m, memory: 256Mi}",
+            "requests: {memory: 256Mi}",
+            "no CPU request",
+        ),
+        // A key per replica: sessions could not move.
+        (
+            "signing_key = { file = \"/var/run/secrets/myquic/session-key\" }",
+            "",
+            "signing_key must be a file from a mounted Secret",
+        ),
+        // No autoscaler at all.
+        (
+            "kind: HorizontalPodAutoscaler",
+            "kind: HorizontalPodAutoscalerX",
+            "no HorizontalPodAutoscaler",
+        ),
+    ] {
+        let path = broken(dir.path(), "gateway.yaml", from, to);
+        let (ok, text) = validate(&[&path]);
+        assert!(!ok && text.contains(complaint), "{from:?} → {to:?}: {text}");
+    }
+}

@@ -60,6 +60,9 @@ pub struct ClientConfig {
     /// (so a gateway that moves is followed). HTTP/3 uses UDP and HTTP/2
     /// TCP on this same port.
     pub gateway: String,
+    /// More gateways of the same tier (`host:port`), tried after
+    /// `gateway`'s addresses; every one must carry `server_name`.
+    pub tier: Vec<String>,
     /// The name its certificate must carry.
     pub server_name: String,
     /// Built by the caller (system roots or a CA file, e.g. with
@@ -122,6 +125,7 @@ impl ClientConfig {
     ) -> Self {
         Self {
             gateway: gateway.into(),
+            tier: Vec::new(),
             server_name: server_name.into(),
             tls,
             username: username.into(),
@@ -167,6 +171,7 @@ impl ClientConfig {
         let server_name = up.server_name.clone().unwrap_or(host);
         let password = up.password.resolve("sidecar.upstream.password")?;
         let mut c = Self::new(authority, server_name, tls, up.username.clone(), password);
+        c.tier = up.tier()?.split_off(1);
         c.transport = up.transport;
         c.h3_handshake_timeout = up.h3_handshake_timeout;
         c.probe_interval = up.probe_interval;
@@ -189,9 +194,11 @@ impl ClientConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid =
             |field: &'static str, reason: String| Err(ConfigError::Client { field, reason });
-        match self.gateway.rsplit_once(':') {
-            Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {}
-            _ => return invalid("gateway", format!("{:?} is not host:port", self.gateway)),
+        for gateway in std::iter::once(&self.gateway).chain(&self.tier) {
+            match gateway.rsplit_once(':') {
+                Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {}
+                _ => return invalid("gateway", format!("{gateway:?} is not host:port")),
+            }
         }
         if let Err(e) = rustls::pki_types::ServerName::try_from(self.server_name.as_str()) {
             return invalid("server_name", e.to_string());

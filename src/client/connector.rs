@@ -36,6 +36,7 @@ use crate::transport::client::{ConnectOptions, Connection};
 use super::config::{ClientConfig, TransportPreference, jitter_between};
 use super::error::CallError;
 use super::silence::{path_heard, path_silent};
+use super::tier::Tier;
 
 /// Event counters, for metrics and tests.
 #[derive(Debug, Default)]
@@ -114,6 +115,8 @@ pub(super) struct Live {
 /// State shared by the supervisor and the requests.
 pub(super) struct Connector {
     config: ClientConfig,
+    /// Where connections may go: every gateway of the tier.
+    tier: Tier,
     current: watch::Sender<Option<Live>>,
     /// The highest generation a request found unusable.
     broken: watch::Sender<u64>,
@@ -123,7 +126,11 @@ pub(super) struct Connector {
 
 impl Connector {
     pub(super) fn new(config: ClientConfig, counters: Arc<Counters>) -> Arc<Self> {
+        let members = std::iter::once(config.gateway.clone())
+            .chain(config.tier.iter().cloned())
+            .collect();
         Arc::new(Self {
+            tier: Tier::new(members),
             config,
             current: watch::Sender::new(None),
             broken: watch::Sender::new(0),
@@ -194,26 +201,8 @@ impl Connector {
         }
     }
 
-    /// Resolves the gateway's name afresh.
-    async fn resolve(&self) -> Result<Vec<SocketAddr>, String> {
-        let gateway = self.config.gateway.as_str();
-        let addrs: Vec<SocketAddr> = timeout(
-            self.config.connect_timeout,
-            tokio::net::lookup_host(gateway),
-        )
-        .await
-        .map_err(|_| format!("resolving {gateway}: timed out"))?
-        .map_err(|e| format!("resolving {gateway}: {e}"))?
-        .collect();
-        if addrs.is_empty() {
-            return Err(format!("{gateway} has no address"));
-        }
-        Ok(addrs)
-    }
-
-    /// One HTTP/3 handshake to the first address, bounded by `limit`.
-    async fn connect_h3(&self, limit: Duration) -> Result<Connection, String> {
-        let addr = self.resolve().await?[0];
+    /// One HTTP/3 handshake to `addr`, bounded by `limit`.
+    async fn connect_h3(&self, addr: SocketAddr, limit: Duration) -> Result<Connection, String> {
         let options = self.options();
         let attempt = Connection::connect_h3_with(
             addr,
@@ -228,43 +217,81 @@ impl Connector {
         }
     }
 
-    /// HTTP/2 to each address in turn, each bounded by `connect_timeout`.
-    async fn connect_h2(&self) -> Result<Connection, String> {
-        let mut last = String::new();
+    /// One HTTP/2 connection to `addr`, bounded by `connect_timeout`.
+    async fn connect_h2(&self, addr: SocketAddr) -> Result<Connection, String> {
         let options = self.options();
-        for addr in self.resolve().await? {
-            let attempt = Connection::connect_h2_with(
-                addr,
-                &self.config.server_name,
-                self.config.tls.clone(),
-                &options,
-            );
-            match timeout(self.config.connect_timeout, attempt).await {
-                Ok(Ok(conn)) => return Ok(conn),
-                Ok(Err(e)) => last = format!("HTTP/2 to {addr}: {e}"),
-                Err(_) => last = format!("HTTP/2 to {addr}: timed out"),
+        let attempt = Connection::connect_h2_with(
+            addr,
+            &self.config.server_name,
+            self.config.tls.clone(),
+            &options,
+        );
+        match timeout(self.config.connect_timeout, attempt).await {
+            Ok(Ok(conn)) => Ok(conn),
+            Ok(Err(e)) => Err(format!("HTTP/2 to {addr}: {e}")),
+            Err(_) => Err(format!("HTTP/2 to {addr}: timed out")),
+        }
+    }
+
+    /// HTTP/2 to each address of the tier in turn, the current gateway
+    /// first (its HTTP/3 path went silent: UDP may be what failed).
+    async fn connect_h2_any(&self) -> Result<Connection, String> {
+        let mut last = String::new();
+        for addr in self
+            .tier
+            .addresses(self.config.connect_timeout, true)
+            .await?
+        {
+            match self.connect_h2(addr).await {
+                Ok(conn) => {
+                    self.tier.settled_on(addr);
+                    return Ok(conn);
+                }
+                Err(e) => last = e,
             }
         }
         Err(last)
     }
 
-    /// One round of connection attempts, as the preference says.
+    /// One round of connection attempts over the tier, a gateway at a time
+    /// (the one just lost last), each as the preference says.
     async fn establish(&self) -> Result<Connection, String> {
+        let mut errors = Vec::new();
+        for addr in self
+            .tier
+            .addresses(self.config.connect_timeout, false)
+            .await?
+        {
+            match self.establish_to(addr).await {
+                Ok(conn) => {
+                    self.tier.settled_on(addr);
+                    return Ok(conn);
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        Err(errors.join("; "))
+    }
+
+    async fn establish_to(&self, addr: SocketAddr) -> Result<Connection, String> {
         match self.config.transport {
-            TransportPreference::Http2 => self.connect_h2().await,
+            TransportPreference::Http2 => self.connect_h2(addr).await,
             TransportPreference::Http3 => {
                 let limit = self
                     .config
                     .connect_timeout
                     .max(self.config.h3_handshake_timeout);
-                self.connect_h3(limit).await
+                self.connect_h3(addr, limit).await
             }
             TransportPreference::Auto => {
-                let h3_error = match self.connect_h3(self.config.h3_handshake_timeout).await {
+                let h3_error = match self
+                    .connect_h3(addr, self.config.h3_handshake_timeout)
+                    .await
+                {
                     Ok(conn) => return Ok(conn),
                     Err(e) => e,
                 };
-                match self.connect_h2().await {
+                match self.connect_h2(addr).await {
                     Ok(conn) => {
                         self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
                         warn!(reason = %h3_error, "HTTP/3 unavailable, using HTTP/2");
@@ -318,7 +345,12 @@ impl Connector {
             ever_connected = true;
             failures = 0;
             let version = conn.version();
-            info!(version = version.as_str(), gateway = %self.config.gateway, "connected to the gateway");
+            let addr = self
+                .tier
+                .current()
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            info!(version = version.as_str(), gateway = %self.config.gateway, %addr, "connected to the gateway");
             let live = self.publish(conn, &mut generation);
             if !self.hold(live, &mut generation, &stop).await {
                 self.current.send_replace(None);
@@ -349,7 +381,13 @@ impl Connector {
                 }
                 let interval = self.config.probe_interval;
                 tokio::time::sleep(jitter_between(interval / 2, interval * 3 / 2)).await;
-                self.connect_h3(self.config.h3_handshake_timeout).await
+                // HTTP/3 to the gateway HTTP/2 is on: the probe tests the
+                // path, not the tier.
+                let Some(addr) = self.tier.current() else {
+                    return Err("no gateway address yet".to_string());
+                };
+                self.connect_h3(addr, self.config.h3_handshake_timeout)
+                    .await
             };
             let watched = live.conn.clone();
             let silence = async {
@@ -438,7 +476,7 @@ impl Connector {
         let h2_error = tokio::select! {
             () = stop.cancelled() => return Race::Stopped,
             () = path_heard(h3) => return Race::Http3Answered,
-            connected = self.connect_h2() => match connected {
+            connected = self.connect_h2_any() => match connected {
                 Ok(h2) => return Race::Http2(h2),
                 Err(e) => e,
             },

@@ -7,6 +7,7 @@
 //! - `call`: one request on the wire (headers, compression, envelopes)
 //!   and the reading of its answer.
 //! - `session`: sessions as the server's opaque bytes.
+//! - `tier`: the gateways a connection may go to, and in which order.
 //!
 //! The rule that shapes the error handling: a request is sent again on
 //! another connection only if it was never written. Once it may have
@@ -20,6 +21,7 @@ mod connector;
 mod error;
 mod session;
 mod silence;
+mod tier;
 
 use std::collections::HashMap;
 use std::sync::Arc;

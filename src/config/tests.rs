@@ -98,6 +98,10 @@ fn every_commented_example_key_parses() {
     assert!(uncommented >= 15, "{uncommented} keys found commented out");
     assert!(file.gateway.sessions.signing_key.is_some());
     assert!(file.sidecar.upstream.server_name.is_some());
+    assert_eq!(
+        file.sidecar.upstream.tier().unwrap(),
+        ["gateway.example:8443", "gateway-b.example:8443"]
+    );
 }
 
 // === Precedence ===

@@ -12,8 +12,13 @@ use crate::transport::tcp::TcpCongestion;
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct UpstreamConfig {
-    /// The gateway (any psdb.v1alpha1 server): `https://host:port`.
+    /// The gateway (any psdb.v1alpha1 server): `https://host:port`. A
+    /// name with several addresses is a tier of gateways.
     pub url: String,
+    /// More gateways of the same tier (`https://host:port` each), for
+    /// tiers not behind one name. The sidecar keeps one connection, to one
+    /// of them, and moves on when it fails or drains.
+    pub tier_urls: Vec<String>,
     /// Name checked against the gateway's certificate; defaults to the
     /// URL's host.
     pub server_name: Option<String>,
@@ -93,6 +98,7 @@ impl Default for UpstreamConfig {
     fn default() -> Self {
         Self {
             url: String::new(),
+            tier_urls: Vec::new(),
             server_name: None,
             ca: None,
             username: String::new(),
@@ -114,34 +120,75 @@ impl Default for UpstreamConfig {
 impl UpstreamConfig {
     /// `host:port` of the gateway, from `url`.
     pub fn authority(&self) -> Result<(String, u16), ConfigError> {
-        let invalid = |reason: String| ConfigError::Invalid {
-            key: "sidecar.upstream.url",
-            reason,
-        };
-        let rest = self
-            .url
-            .strip_prefix("https://")
-            .ok_or_else(|| invalid("must start with https:// (TLS is always on)".into()))?;
-        let authority = rest.split('/').next().unwrap_or_default();
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((host, port)) if !host.ends_with(':') && !port.contains(']') => (
-                host,
-                port.parse::<u16>()
-                    .map_err(|_| invalid(format!("bad port {port:?}")))?,
-            ),
-            _ => (authority, 443),
-        };
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        if host.is_empty() {
-            return Err(invalid("no host".into()));
-        }
-        Ok((host.to_string(), port))
+        parse_authority(&self.url, "sidecar.upstream.url")
     }
+
+    /// Every gateway of the tier as `host:port` (IPv6 hosts bracketed),
+    /// `url`'s first.
+    pub fn tier(&self) -> Result<Vec<String>, ConfigError> {
+        let mut tier = Vec::with_capacity(1 + self.tier_urls.len());
+        for (url, key) in std::iter::once((&self.url, "sidecar.upstream.url")).chain(
+            self.tier_urls
+                .iter()
+                .map(|u| (u, "sidecar.upstream.tier_urls")),
+        ) {
+            let (host, port) = parse_authority(url, key)?;
+            tier.push(if host.contains(':') {
+                format!("[{host}]:{port}")
+            } else {
+                format!("{host}:{port}")
+            });
+        }
+        Ok(tier)
+    }
+}
+
+/// `https://host:port/…` → (host, port), port 443 if none.
+fn parse_authority(url: &str, key: &'static str) -> Result<(String, u16), ConfigError> {
+    let invalid = |reason: String| ConfigError::Invalid { key, reason };
+    let rest = url
+        .strip_prefix("https://")
+        .ok_or_else(|| invalid("must start with https:// (TLS is always on)".into()))?;
+    let authority = rest.split('/').next().unwrap_or_default();
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((host, port)) if !host.ends_with(':') && !port.contains(']') => (
+            host,
+            port.parse::<u16>()
+                .map_err(|_| invalid(format!("bad port {port:?}")))?,
+        ),
+        _ => (authority, 443),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err(invalid("no host".into()));
+    }
+    Ok((host.to_string(), port))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tier_is_every_url_in_order() {
+        let c = UpstreamConfig {
+            url: "https://a.example".into(),
+            tier_urls: vec![
+                "https://[::1]:8443/".into(),
+                "https://b.example:9443".into(),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            c.tier().unwrap(),
+            ["a.example:443", "[::1]:8443", "b.example:9443"]
+        );
+        let bad = UpstreamConfig {
+            tier_urls: vec!["http://b.example".into()],
+            ..c
+        };
+        assert!(bad.tier().unwrap_err().to_string().contains("tier_urls"));
+    }
 
     #[test]
     fn gateway_urls() {

@@ -151,8 +151,16 @@ impl Health for GatewayHealth {
         e.metrics(&[&*self.service.in_flight]);
         e.metrics(&m.gateway.all());
         let (mut in_use, mut idle, mut waiting) = (0, 0, 0);
-        for account in self.service.accounts.iter() {
-            let pool = account.pool().metrics();
+        // Every pool of each account (with and without CLIENT_FOUND_ROWS,
+        // TLS and, under `preferred`, plaintext): most drivers' default
+        // (no found rows) uses the second.
+        let pools = self
+            .service
+            .accounts
+            .iter()
+            .flat_map(|account| account.pools.all());
+        for pool in pools {
+            let pool = pool.metrics();
             in_use += pool.connections_in_use.load(Ordering::Relaxed) as i64;
             idle += pool.connections_in_pool.load(Ordering::Relaxed) as i64;
             waiting += pool.active_wait_requests.load(Ordering::Relaxed) as i64;

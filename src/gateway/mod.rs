@@ -12,6 +12,7 @@ mod json_columns;
 pub mod packet_limit;
 mod rpc;
 mod service;
+mod session_state;
 mod sessions;
 mod stream;
 mod vitess;
@@ -192,6 +193,19 @@ impl Gateway {
         self.health.draining();
         self.shutdown.cancel();
         self.tasks.close();
+        let orphans = self.service.rpc.sessions.begin_drain();
+        if !orphans.is_empty() {
+            info!(
+                sessions = orphans.len(),
+                "draining: rolling back transactions no request can continue here"
+            );
+            tokio::spawn(futures_util::future::join_all(orphans.into_iter().map(
+                |mut conn| async move {
+                    use mysql_async::prelude::Queryable;
+                    let _ = conn.query_drop("ROLLBACK").await;
+                },
+            )));
+        }
         let finished = tokio::time::timeout(self.drain.timeout, async {
             self.tasks.wait().await;
             // Streams are answered by their own tasks.
@@ -314,7 +328,11 @@ async fn reap_idle_sessions(
     idle_timeout: Duration,
     shutdown: CancellationToken,
 ) {
-    let period = (idle_timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
+    // Often enough to give idle unpinned sessions' backend connections
+    // back within about RELEASE_IDLE_CONNECTION_AFTER.
+    let period = (idle_timeout / 4)
+        .clamp(Duration::from_millis(100), Duration::from_secs(30))
+        .min(session_state::RELEASE_IDLE_CONNECTION_AFTER / 2);
     loop {
         tokio::select! {
             () = tokio::time::sleep(period) => {}
@@ -323,6 +341,13 @@ async fn reap_idle_sessions(
         let expired = sessions.expire_idle();
         if expired > 0 {
             info!(expired, live = sessions.len(), "closed idle sessions");
+        }
+        let released = sessions.release_idle_connections();
+        if released > 0 {
+            tracing::debug!(
+                released,
+                "idle unpinned sessions gave their backend connections back"
+            );
         }
     }
 }

@@ -17,6 +17,7 @@ use super::auth::Account;
 use super::backend::{self, BackendError, Flow, JsonLookup, Outcome, ResultSink, Summary};
 use super::json_columns::JsonColumns;
 use super::packet_limit::BackendPacket;
+use super::session_state;
 use super::sessions::{Lease, Refusal, Sessions};
 use super::stream::StreamSink;
 use super::vitess;
@@ -70,7 +71,7 @@ impl Rpc {
             .await
         {
             Ok(lease) => self.sessions.close(lease),
-            Err(Refusal::TransactionLost(fresh)) => self.sessions.close(fresh),
+            Err(Refusal::TransactionLost(fresh, _)) => self.sessions.close(fresh),
             Err(Refusal::Api(e)) => return Err(e),
             Err(Refusal::Busy(_)) => return Err(busy()),
         }
@@ -234,9 +235,9 @@ impl Rpc {
             Ok(lease) => Ok(lease),
             Err(Refusal::Api(e)) => Err(e),
             Err(Refusal::Busy(_)) => Err(busy()),
-            Err(Refusal::TransactionLost(fresh)) => {
+            Err(Refusal::TransactionLost(fresh, why)) => {
                 self.sessions.close(fresh);
-                Err(ApiError::new(crate::api::Code::Aborted, LOST_TRANSACTION))
+                Err(ApiError::new(crate::api::Code::Aborted, why))
             }
         }
     }
@@ -252,9 +253,9 @@ impl Rpc {
             Ok(lease) => Ok(Ok(lease)),
             Err(Refusal::Api(e)) => Err(e),
             Err(Refusal::Busy(_)) => Err(busy()),
-            Err(Refusal::TransactionLost(fresh)) => Ok(Err(pb::ExecuteResponse {
+            Err(Refusal::TransactionLost(fresh, why)) => Ok(Err(pb::ExecuteResponse {
                 session: Some(self.sessions.cookie(&fresh.slot, &fresh.state)),
-                error: Some(lost_transaction()),
+                error: Some(lost_transaction(why)),
                 ..Default::default()
             })),
         }
@@ -305,6 +306,12 @@ impl Rpc {
                 outcome: None,
                 error: Some(to_rpc_error(&e)),
             };
+        }
+        // Pinned before it runs: even a failed statement may have left
+        // state at the backend (a multi-statement's first part).
+        let effect = session_state::classify(&sql, &dialect);
+        if let Some(why) = effect.pins {
+            lease.state.pin(why);
         }
         let timeout = self.limits.query_timeout;
         let conn = match self.connection(account, lease).await {
@@ -366,6 +373,19 @@ impl Rpc {
         if statement::may_change_schema(&sql, &dialect) {
             self.json_columns.clear();
         }
+        let ran = self.session_after(lease, result, &sql, &dialect).await;
+        self.track_replayable(lease, &effect.sets).await;
+        ran
+    }
+
+    /// Updates the session from what a statement did.
+    async fn session_after(
+        &self,
+        lease: &mut Lease,
+        result: Result<Outcome, BackendError>,
+        sql: &[u8],
+        dialect: &crate::translate::sql_text::Dialect,
+    ) -> Ran {
         let state = &mut *lease.state;
         match result {
             Ok(outcome) => {
@@ -393,7 +413,7 @@ impl Rpc {
                 // routine) must be read before the next scan.
                 let escapes_moved = backend::no_backslash_escapes(conn)
                     .is_some_and(|nbe| nbe == dialect.backslash_escapes);
-                let may_change = !statement::keeps_session_state(&sql, &dialect)
+                let may_change = !statement::keeps_session_state(sql, dialect)
                     || (!state.autocommit && !state.in_transaction)
                     || escapes_moved;
                 if may_change {
@@ -422,6 +442,25 @@ impl Rpc {
                     error: Some(to_rpc_error(&e.to_mysql())),
                 }
             }
+        }
+    }
+
+    /// Reads back the replayable variables a statement set, so that
+    /// another backend connection (here or on another gateway) can be set
+    /// up the same; a value that cannot be replayed pins the session.
+    async fn track_replayable(&self, lease: &mut Lease, sets: &[&'static str]) {
+        let state = &mut *lease.state;
+        if sets.is_empty() || state.pinned.is_some() {
+            return;
+        }
+        let Some(conn) = state.conn.as_mut() else {
+            return;
+        };
+        match session_state::read_back(conn, sets).await {
+            Ok(Ok(values)) => state.replayed.extend(values),
+            Ok(Err(why)) => state.pin(why),
+            Err(BackendError::Connection(_)) => state.conn = None,
+            Err(BackendError::Sql(_)) => state.pin("session variables that could not be read back"),
         }
     }
 
@@ -487,6 +526,23 @@ impl Rpc {
                     Err(e @ BackendError::Connection(_)) => return Err(e.to_mysql()),
                 }
             }
+            let replay = session_state::replay_statement(
+                &state.replayed,
+                state.autocommit,
+                state.last_insert_id,
+            );
+            if let Some(replay) = replay {
+                use mysql_async::prelude::Queryable;
+                // Refused (a time zone this server does not know): the
+                // request fails unrun rather than run with other settings.
+                conn.query_drop(replay)
+                    .await
+                    .map_err(|e| BackendError::from(e).to_mysql())?;
+                let variable =
+                    |name: &str| state.replayed.get(name).map(|v| session_state::unquote(v));
+                state.charset = variable("character_set_client").filter(|v| v != "NULL");
+                state.sql_mode = variable("sql_mode");
+            }
             state.conn = Some(conn);
         }
         Ok(state.conn.as_mut().expect("set above"))
@@ -496,20 +552,24 @@ impl Rpc {
     /// remembered if it held a transaction), others stay for the next.
     fn finish(&self, lease: Lease) -> pb::Session {
         let cookie = self.sessions.cookie(&lease.slot, &lease.state);
-        if lease.state.conn.is_none() && lease.state.in_transaction {
+        // Draining: no later request can reach this gateway, so a pinned
+        // session ends now (its connection returns to the pool, which
+        // rolls it back) rather than hold its locks to the end of the drain.
+        let ended = lease.state.conn.is_none() || self.sessions.is_draining();
+        if ended && lease.state.is_pinned() {
             self.sessions.discard(lease, true);
         }
         cookie
     }
 }
 
-const LOST_TRANSACTION: &str = "the session's transaction was rolled back: the session expired, or its backend connection was lost, inside a transaction";
-
-fn lost_transaction() -> RpcError {
+/// ER_CONNECTION_KILLED, which the sidecar answers and then closes the
+/// client's connection, as a server whose connection died would.
+fn lost_transaction(why: &str) -> RpcError {
     let mut e = to_rpc_error(&MysqlError {
         code: 1927,
         state: "70100".into(),
-        message: LOST_TRANSACTION.into(),
+        message: why.into(),
     });
     e.code = VtCode::Aborted as i32;
     e

@@ -1,11 +1,14 @@
 //! Sessions: the state a client's opaque `Session` cookie stands for.
 //!
 //! The cookie names a session by its `SessionUUID` and carries an HMAC over
-//! (owner, uuid), so it can be neither forged nor used by another user. The
-//! truth (the pinned backend connection, transaction state) lives here; the
-//! cookie's other fields are a report to the client, never trusted.
+//! (owner, uuid, the fields a session is rebuilt from), so it can be
+//! neither forged, edited nor used by another user. For a pinned session
+//! (a transaction, or backend state: [`super::session_state`]) the truth
+//! lives here, with its backend connection; an unpinned one is whole in
+//! its cookie, and any gateway sharing the signing key rebuilds it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,6 +21,8 @@ use crate::api::pb::vitess::query::v22::{ExecuteOptions, execute_options::Includ
 use crate::api::pb::{self, VitessSession};
 use crate::api::{ApiError, Code};
 use crate::translate::sql_text::Dialect;
+
+use super::session_state::{self, RELEASE_IDLE_CONNECTION_AFTER};
 
 /// How long the gateway remembers that an expired session held a
 /// transaction, to refuse it clearly rather than start afresh.
@@ -57,6 +62,13 @@ pub struct SessionState {
     /// `CLIENT_FOUND_ROWS`, a Vitess session's `options.client_found_rows`):
     /// the session's connections come from the pool opened with that flag.
     pub client_found_rows: bool,
+    /// Why the session is bound to this gateway and its backend
+    /// connection, besides a transaction (sticky: backend state is not
+    /// tracked to its end). `None`: the cookie describes it whole.
+    pub pinned: Option<&'static str>,
+    /// Replayable session variables set by the client, as SQL literals:
+    /// set again on every backend connection the session takes.
+    pub replayed: BTreeMap<String, String>,
 }
 
 impl SessionState {
@@ -68,6 +80,41 @@ impl SessionState {
     /// The character set string parameters are read in.
     pub fn charset_name(&self) -> &str {
         self.charset.as_deref().unwrap_or("utf8mb4")
+    }
+
+    /// Whether the session must stay on this gateway's connection.
+    pub fn is_pinned(&self) -> bool {
+        self.in_transaction || self.pinned.is_some()
+    }
+
+    /// Binds the session to this gateway (the first reason stays).
+    pub fn pin(&mut self, why: &'static str) {
+        self.pinned.get_or_insert(why);
+    }
+
+    /// Takes the rebuildable state a verified cookie carries, leaving the
+    /// backend connection (if any) to the pool: the next request takes a
+    /// fresh one and sets it up from this state.
+    fn adopt(&mut self, vitess: &VitessSession) {
+        self.conn = None;
+        self.in_transaction = false;
+        self.pinned = None;
+        self.autocommit = vitess.autocommit;
+        self.target = Some(vitess.target_string.clone()).filter(|t| !t.is_empty());
+        self.last_insert_id = vitess.last_insert_id;
+        if let Some(options) = &vitess.options {
+            self.client_found_rows = options.client_found_rows;
+        }
+        self.replayed = session_state::replayed_from(vitess);
+        let variable = |name: &str| {
+            vitess
+                .system_variables
+                .get(name)
+                .map(|v| session_state::unquote(v))
+        };
+        self.charset = variable("character_set_client");
+        self.sql_mode = variable("sql_mode");
+        self.wait_timeout = variable("wait_timeout").and_then(|v| v.parse().ok());
     }
 }
 
@@ -85,6 +132,7 @@ fn system_variables(state: &SessionState) -> HashMap<String, String> {
     if let Some(seconds) = state.wait_timeout {
         variables.insert("wait_timeout".into(), seconds.to_string());
     }
+    variables.extend(state.replayed.clone());
     variables
 }
 
@@ -94,6 +142,9 @@ pub struct Slot {
     pub owner: String,
     state: Arc<tokio::sync::Mutex<SessionState>>,
     last_used: Mutex<Instant>,
+    /// The signature of the last cookie issued for it: a request naming
+    /// another one carries state this gateway did not produce last.
+    issued: Mutex<[u8; 32]>,
 }
 
 /// Exclusive use of a session for the length of one request.
@@ -119,8 +170,10 @@ pub enum Refusal {
     /// Another request holds the session: [`Sessions::wait_for`] it.
     Busy(Arc<Slot>),
     /// The session expired, or the gateway restarted, while it held a
-    /// transaction: the transaction is gone. A fresh session is offered.
-    TransactionLost(Lease),
+    /// transaction, or its transaction or backend state lives on another
+    /// gateway: the client must not go on as if it had it (the reason
+    /// says which). A fresh session is offered.
+    TransactionLost(Lease, &'static str),
 }
 
 pub struct Sessions {
@@ -128,8 +181,11 @@ pub struct Sessions {
     idle_timeout: Duration,
     max_sessions: usize,
     live: Mutex<HashMap<String, Arc<Slot>>>,
-    /// Expired sessions that were inside a transaction, and when.
+    /// Ended sessions that held a transaction or backend state, and when.
     tombstones: Mutex<HashMap<String, Instant>>,
+    /// Set when the gateway drains: pinned sessions end as soon as no
+    /// request holds them.
+    draining: AtomicBool,
 }
 
 impl Sessions {
@@ -140,6 +196,7 @@ impl Sessions {
             max_sessions,
             live: Mutex::new(HashMap::new()),
             tombstones: Mutex::new(HashMap::new()),
+            draining: AtomicBool::new(false),
         }
     }
 
@@ -185,7 +242,7 @@ impl Sessions {
         };
         let id = &vitess.session_uuid;
         let signature = cookie.map(|c| &c.signature[..]).unwrap_or_default();
-        if !self.verify(owner, id, signature) {
+        if !self.verify(owner, vitess, signature) {
             return Err(Refusal::Api(ApiError::new(
                 Code::PermissionDenied,
                 "invalid session: signature does not match (sessions cannot be edited or shared between users)",
@@ -197,7 +254,9 @@ impl Sessions {
                 return Err(Refusal::Busy(slot));
             };
             *slot.last_used.lock().expect("not poisoned") = Instant::now();
-            return Ok(Lease { slot, state });
+            let mut lease = Lease { slot, state };
+            self.catch_up(&mut lease, vitess, signature);
+            return Ok(lease);
         }
         let tombstone = self
             .tombstones
@@ -205,13 +264,40 @@ impl Sessions {
             .expect("not poisoned")
             .remove(id)
             .is_some();
-        if tombstone || vitess.in_transaction {
+        if tombstone || vitess.in_transaction || vitess.in_reserved_conn {
             let fresh = self.create(owner, new_id()).map_err(Refusal::Api)?;
-            return Err(Refusal::TransactionLost(fresh));
+            let why = if tombstone {
+                LOST_HERE
+            } else if vitess.in_transaction {
+                TRANSACTION_ELSEWHERE
+            } else {
+                STATE_ELSEWHERE
+            };
+            return Err(Refusal::TransactionLost(fresh, why));
         }
-        // Idle-expired (or closed) outside a transaction: nothing was lost,
-        // so the session continues on a new backend connection.
-        self.create(owner, id.clone()).map_err(Refusal::Api)
+        // Unpinned: idle-expired, closed, or served by another gateway of
+        // the tier until now. Nothing lives at a backend, so the session
+        // continues on a new backend connection, rebuilt from its cookie.
+        let mut lease = self.create(owner, id.clone()).map_err(Refusal::Api)?;
+        lease.state.adopt(vitess);
+        Ok(lease)
+    }
+
+    /// A session this gateway knows, named by a cookie: a pinned one is
+    /// what this gateway holds (only here could it have moved on). An
+    /// unpinned one may have moved on elsewhere in the tier since (another
+    /// gateway served it while this one was unreachable, draining or
+    /// not chosen): a cookie other than the last one issued here is then
+    /// the truth, the state its client last saw. (So is an older cookie
+    /// after a lost response: that client got an error, never the new
+    /// state.)
+    fn catch_up(&self, lease: &mut Lease, vitess: &VitessSession, signature: &[u8]) {
+        if lease.state.is_pinned() {
+            return;
+        }
+        if *lease.slot.issued.lock().expect("not poisoned") != *signature {
+            lease.state.adopt(vitess);
+        }
     }
 
     /// Waits for the request that holds `slot` to end, up to
@@ -250,6 +336,44 @@ impl Sessions {
         all.into_iter()
             .filter_map(|(_, slot)| slot.state.try_lock().ok()?.conn.take())
             .collect()
+    }
+
+    /// Starts the drain. A pinned session that no request holds
+    /// can only go on here, and requests no longer reach this gateway, so
+    /// it ends now (remembered, for a request that was already on its way)
+    /// and its backend connection is handed over to be rolled back. Its
+    /// locks go at once, not at the end of the drain: statements in flight
+    /// here may be waiting for them.
+    pub fn begin_drain(&self) -> Vec<mysql_async::Conn> {
+        self.draining.store(true, Ordering::Relaxed);
+        self.end_idle_pinned()
+    }
+
+    /// Whether the gateway drains: a pinned session whose request ends
+    /// then ends too ([`Sessions::begin_drain`]).
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+
+    fn end_idle_pinned(&self) -> Vec<mysql_async::Conn> {
+        let now = Instant::now();
+        let mut conns = Vec::new();
+        let mut live = self.live.lock().expect("not poisoned");
+        let mut tombstones = self.tombstones.lock().expect("not poisoned");
+        live.retain(|id, slot| {
+            let Ok(mut state) = slot.state.try_lock() else {
+                return true;
+            };
+            if !state.is_pinned() {
+                return true;
+            }
+            if tombstones.len() < MAX_TOMBSTONES {
+                tombstones.insert(id.clone(), now);
+            }
+            conns.extend(state.conn.take());
+            false
+        });
+        conns
     }
 
     /// Ends a session now; its connection returns to the pool, which
@@ -300,12 +424,40 @@ impl Sessions {
         tombstones.retain(|_, at| now.duration_since(*at) < TOMBSTONE_TTL);
         let count = expired.len();
         for (id, state) in expired {
-            if state.in_transaction && tombstones.len() < MAX_TOMBSTONES {
+            if state.is_pinned() && tombstones.len() < MAX_TOMBSTONES {
                 tombstones.insert(id, now);
             }
             // Dropping the state drops the connection back into the pool.
         }
         count
+    }
+
+    /// Gives the backend connections of unpinned sessions idle for
+    /// [`RELEASE_IDLE_CONNECTION_AFTER`] back to the pool. Returns how many.
+    pub fn release_idle_connections(&self) -> usize {
+        let now = Instant::now();
+        let slots: Vec<_> = self
+            .live
+            .lock()
+            .expect("not poisoned")
+            .values()
+            .cloned()
+            .collect();
+        let mut released = 0;
+        for slot in slots {
+            let idle = now.duration_since(*slot.last_used.lock().expect("not poisoned"));
+            if idle < RELEASE_IDLE_CONNECTION_AFTER {
+                continue;
+            }
+            // A session in use is not idle.
+            let Ok(mut state) = slot.state.try_lock() else {
+                continue;
+            };
+            if !state.is_pinned() && state.conn.take().is_some() {
+                released += 1;
+            }
+        }
+        released
     }
 
     /// The cookie for a session's current state.
@@ -319,6 +471,7 @@ impl Sessions {
                 ..Default::default()
             }),
             target_string: state.target.clone().unwrap_or_default(),
+            in_reserved_conn: state.pinned.is_some(),
             last_insert_id: state.last_insert_id,
             found_rows: state.found_rows,
             row_count: state.row_count,
@@ -329,8 +482,10 @@ impl Sessions {
             enable_system_settings: true,
             ..Default::default()
         };
+        let signature = self.sign(&slot.owner, &vitess);
+        *slot.issued.lock().expect("not poisoned") = signature;
         pb::Session {
-            signature: self.sign(&slot.owner, &slot.id).to_vec().into(),
+            signature: signature.to_vec().into(),
             vitess_session: Some(vitess),
         }
     }
@@ -356,6 +511,7 @@ impl Sessions {
             owner: owner.to_string(),
             state: Arc::new(tokio::sync::Mutex::new(state)),
             last_used: Mutex::new(Instant::now()),
+            issued: Mutex::new([0; 32]),
         });
         let state = slot
             .state
@@ -366,23 +522,29 @@ impl Sessions {
         Ok(Lease { slot, state })
     }
 
-    fn mac(&self, owner: &str, id: &str) -> Hmac<Sha256> {
+    fn mac(&self, owner: &str, vitess: &VitessSession) -> Hmac<Sha256> {
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key length");
-        mac.update(b"myquic-session-v1\0");
+        mac.update(b"myquic-session-v2\0");
         mac.update(owner.as_bytes());
         mac.update(b"\0");
-        mac.update(id.as_bytes());
+        mac.update(vitess.session_uuid.as_bytes());
+        mac.update(b"\0");
+        mac.update(&session_state::signed_fields(vitess));
         mac
     }
 
-    fn sign(&self, owner: &str, id: &str) -> [u8; 32] {
-        self.mac(owner, id).finalize().into_bytes().into()
+    fn sign(&self, owner: &str, vitess: &VitessSession) -> [u8; 32] {
+        self.mac(owner, vitess).finalize().into_bytes().into()
     }
 
-    fn verify(&self, owner: &str, id: &str, signature: &[u8]) -> bool {
-        self.mac(owner, id).verify_slice(signature).is_ok()
+    fn verify(&self, owner: &str, vitess: &VitessSession, signature: &[u8]) -> bool {
+        self.mac(owner, vitess).verify_slice(signature).is_ok()
     }
 }
+
+const LOST_HERE: &str = "the session's transaction was rolled back (or its backend state, such as temporary tables or user variables, is gone): the session expired, its gateway drained, or its backend connection was lost, while it held them; the statement was not run";
+const TRANSACTION_ELSEWHERE: &str = "the session's transaction is not on this gateway (it is on another gateway of the tier, or was on this one before it restarted) and is rolled back there; the statement was not run";
+const STATE_ELSEWHERE: &str = "the session's backend state (temporary tables, user variables, locks, prepared statements or settings that are not replayed) is not on this gateway (it is on another gateway of the tier, or was on this one before it restarted); the statement was not run";
 
 /// 128 random bits, URL-safe base64 (22 characters, like Vitess's nanoid).
 fn new_id() -> String {
@@ -476,11 +638,104 @@ mod tests {
         let mut cookie = s.cookie(&lease.slot, &lease.state);
         drop(lease);
         assert_eq!(s.expire_idle(), 1);
-        // Even a client that lies about being outside a transaction is told.
+        assert!(matches!(
+            s.lease("alice", Some(&cookie)),
+            Err(Refusal::TransactionLost(_, LOST_HERE))
+        ));
+        // A client cannot claim to be outside its transaction: the
+        // signature covers the state.
         cookie.vitess_session.as_mut().unwrap().in_transaction = false;
         assert!(matches!(
             s.lease("alice", Some(&cookie)),
-            Err(Refusal::TransactionLost(_))
+            Err(Refusal::Api(_))
         ));
+    }
+
+    fn tier() -> (Sessions, Sessions) {
+        let gateway = || Sessions::new([9; 32], Duration::from_secs(60), 10);
+        (gateway(), gateway())
+    }
+
+    /// An unpinned session continues on another gateway with what it had:
+    /// database, autocommit, replayable variables, found-rows mode.
+    #[test]
+    fn an_unpinned_session_is_rebuilt_by_another_gateway() {
+        let (a, b) = tier();
+        let mut lease = a.lease("alice", None).ok().unwrap();
+        lease.state.target = Some("app".into());
+        lease.state.autocommit = false;
+        lease.state.client_found_rows = false;
+        lease.state.last_insert_id = 42;
+        lease.state.sql_mode = Some("ANSI".into());
+        lease
+            .state
+            .replayed
+            .insert("time_zone".into(), "'+01:00'".into());
+        let cookie = a.cookie(&lease.slot, &lease.state);
+        drop(lease);
+        let moved = b.lease("alice", Some(&cookie)).ok().unwrap();
+        assert_eq!(
+            moved.slot.id,
+            cookie.vitess_session.as_ref().unwrap().session_uuid
+        );
+        assert_eq!(moved.state.target.as_deref(), Some("app"));
+        assert!(!moved.state.autocommit);
+        assert!(!moved.state.client_found_rows);
+        assert_eq!(moved.state.last_insert_id, 42);
+        assert_eq!(moved.state.sql_mode.as_deref(), Some("ANSI"));
+        assert_eq!(moved.state.replayed["time_zone"], "'+01:00'");
+        assert!(moved.state.conn.is_none() && !moved.state.is_pinned());
+        // The cookie it answers with is the same session, signed alike.
+        assert_eq!(
+            b.cookie(&moved.slot, &moved.state).signature,
+            cookie.signature
+        );
+    }
+
+    /// A pinned session is refused elsewhere, and its state cannot be
+    /// edited into an unpinned one.
+    #[test]
+    fn a_pinned_session_is_refused_by_another_gateway() {
+        let (a, b) = tier();
+        for (in_transaction, pinned, why) in [
+            (true, None, TRANSACTION_ELSEWHERE),
+            (false, Some("a temporary table"), STATE_ELSEWHERE),
+        ] {
+            let mut lease = a.lease("alice", None).ok().unwrap();
+            lease.state.in_transaction = in_transaction;
+            lease.state.pinned = pinned;
+            let mut cookie = a.cookie(&lease.slot, &lease.state);
+            let original = cookie.clone();
+            drop(lease);
+            match b.lease("alice", Some(&cookie)) {
+                Err(Refusal::TransactionLost(_, reason)) => assert_eq!(reason, why),
+                _ => panic!("a pinned session was served by another gateway"),
+            }
+            let vitess = cookie.vitess_session.as_mut().unwrap();
+            vitess.in_transaction = false;
+            vitess.in_reserved_conn = false;
+            assert!(matches!(
+                b.lease("alice", Some(&cookie)),
+                Err(Refusal::Api(_))
+            ));
+            // Its own gateway still serves it.
+            assert!(a.lease("alice", Some(&original)).is_ok());
+        }
+    }
+
+    /// A gateway that served a session before it moved away and back takes
+    /// the newer cookie over its own stale copy.
+    #[test]
+    fn a_stale_copy_gives_way_to_a_newer_cookie() {
+        let (a, b) = tier();
+        let lease = a.lease("alice", None).ok().unwrap();
+        let first = a.cookie(&lease.slot, &lease.state);
+        drop(lease);
+        let mut moved = b.lease("alice", Some(&first)).ok().unwrap();
+        moved.state.target = Some("other".into());
+        let newer = b.cookie(&moved.slot, &moved.state);
+        drop(moved);
+        let back = a.lease("alice", Some(&newer)).ok().unwrap();
+        assert_eq!(back.state.target.as_deref(), Some("other"));
     }
 }

@@ -318,6 +318,12 @@ impl Connection {
                 // response, so it is read whatever the sending came to.
                 let response = match exchange.stream.recv_response().await {
                     Ok(response) => response,
+                    // A draining server refuses streams past its GOAWAY
+                    // this way; RFC 9114 §4.1.1: such a request was not
+                    // processed, so it may go elsewhere.
+                    Err(e) if rejected(&e) || sent.as_ref().is_err_and(rejected) => {
+                        return Err(ClientError::NotSent(describe(&e)));
+                    }
                     Err(e) => return Err(broken(sent.err().unwrap_or(e))),
                 };
                 let (head, ()) = response.into_parts();
@@ -340,9 +346,13 @@ impl Connection {
                         // to write; any other failure may have reached the
                         // server.
                         if e.take_message().is_some() {
-                            ClientError::NotSent(describe(&e.into_error()))
+                            return ClientError::NotSent(describe(&e.into_error()));
+                        }
+                        let e = e.into_error();
+                        if unprocessed_h2(&e) {
+                            ClientError::NotSent(describe(&e))
                         } else {
-                            ClientError::Broken(describe(&e.into_error()))
+                            ClientError::Broken(describe(&e))
                         }
                     })?;
                 let (head, body) = response.into_parts();
@@ -355,6 +365,30 @@ impl Connection {
             }
         }
     }
+}
+
+/// Whether the server refused an HTTP/3 request unprocessed.
+fn rejected(e: &h3::error::StreamError) -> bool {
+    matches!(e, h3::error::StreamError::RemoteTerminate { code, .. }
+        if *code == h3::error::Code::H3_REQUEST_REJECTED)
+}
+
+/// Whether HTTP/2 says the request was not processed (RFC 9113 §8.7): a
+/// graceful GOAWAY that came before its stream (h2 fails only streams
+/// above the GOAWAY's last stream id, or not yet opened, this way; a
+/// connection that breaks under a processed stream fails it otherwise),
+/// or a REFUSED_STREAM reset.
+fn unprocessed_h2(e: &hyper::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(cause) = source {
+        if let Some(h2) = cause.downcast_ref::<h2::Error>() {
+            return h2.is_remote()
+                && ((h2.is_go_away() && h2.reason() == Some(h2::Reason::NO_ERROR))
+                    || (h2.is_reset() && h2.reason() == Some(h2::Reason::REFUSED_STREAM)));
+        }
+        source = cause.source();
+    }
+    false
 }
 
 /// An error with its causes: hyper's own text is only the kind ("http2

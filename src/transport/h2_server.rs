@@ -25,6 +25,10 @@ type ResponseBody = BoxBody<Bytes, Infallible>;
 /// for the client to close it after GOAWAY.
 const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// After the linger, how long a drained connection may still take to end
+/// by itself before it is cut.
+const FLUSH: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What every connection of one listener shares.
 #[derive(Clone)]
 pub struct Options {
@@ -182,9 +186,16 @@ impl Connection {
                 // is left, the client gets a moment to close first.
                 conn.as_mut().graceful_shutdown();
                 tokio::select! {
-                    _ = conn.as_mut() => {}
+                    _ = conn.as_mut() => return,
                     () = activity.idle_for(LINGER) => {}
                 }
+                // Nothing in flight, but h2 may still hold response bytes a
+                // slow client has not taken, or streams it accepted before
+                // its final GOAWAY and not yet handed over: cut now, and
+                // the client sees requests fail that it must count as
+                // possibly run. Give the connection a bounded while to end
+                // by itself (h2 closes it once its streams are done).
+                let _ = tokio::time::timeout(FLUSH, conn.as_mut()).await;
             }
         }
     }

@@ -147,8 +147,20 @@ impl Connection {
                     requests.wait().await;
                     // Closing discards unacknowledged data: give the last
                     // responses a moment to be acknowledged, or the client to
-                    // close first.
-                    let _ = tokio::time::timeout(LINGER, quic.closed()).await;
+                    // close first. Meanwhile requests that crossed the GOAWAY
+                    // are still refused as unprocessed (H3_REQUEST_REJECTED,
+                    // which a client may send elsewhere), not left to die
+                    // with the connection, where the client must assume
+                    // they may have run.
+                    let _ = tokio::time::timeout(LINGER, async {
+                        tokio::select! {
+                            _ = quic.closed() => {}
+                            _ = async { while let Ok(Some(_)) = h3.accept().await {} } => {
+                                quic.closed().await;
+                            }
+                        }
+                    })
+                    .await;
                     quic.close(H3_NO_ERROR, b"shutting down");
                     return Ok(());
                 }

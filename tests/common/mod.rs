@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+pub mod gateway_child;
 pub mod mariadb;
 pub mod netns;
 pub mod results;

@@ -162,7 +162,7 @@ impl SidecarChild {
     }
 
     /// Waits until a client can log in and query, within 20 s.
-    async fn wait_serving(mut self) -> Self {
+    pub async fn wait_serving(mut self) -> Self {
         let start = Instant::now();
         loop {
             let exited = self.child.inner().try_wait().unwrap();
