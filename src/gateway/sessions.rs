@@ -626,7 +626,7 @@ mod tests {
         drop(waited);
         assert!(matches!(
             s.lease("alice", Some(&cookie)),
-            Err(Refusal::TransactionLost(_))
+            Err(Refusal::TransactionLost(_, _))
         ));
     }
 
