@@ -118,13 +118,14 @@ impl<T: Default> Family<T> {
     /// The child for `values` (in the order of the label names).
     pub fn with(&self, values: &[&str]) -> Arc<T> {
         debug_assert_eq!(values.len(), self.labels.len());
+        let mut children = self.children.lock().expect("not poisoned");
+        // Counted on every request: a child that exists is found without
+        // allocating its key (a family has a handful of children).
+        if let Some(child) = children.iter().find(|(k, _)| k.iter().eq(values.iter())) {
+            return child.1.clone();
+        }
         let key: Vec<String> = values.iter().map(|v| (*v).to_string()).collect();
-        self.children
-            .lock()
-            .expect("not poisoned")
-            .entry(key)
-            .or_default()
-            .clone()
+        children.entry(key).or_default().clone()
     }
 
     fn each(&self, mut f: impl FnMut(String, &T)) {
