@@ -38,12 +38,19 @@ impl Encoding {
 
     /// Parses one encoding name; `None` if we do not support it.
     pub fn from_name(name: &str) -> Option<Self> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "" | "identity" => Some(Self::Identity),
-            "gzip" | "x-gzip" => Some(Self::Gzip),
-            "zstd" => Some(Self::Zstd),
-            "snappy" => Some(Self::Snappy),
-            _ => None,
+        // Compared in place: this runs on every request and response.
+        let name = name.trim();
+        let is = |known: &str| name.eq_ignore_ascii_case(known);
+        if name.is_empty() || is("identity") {
+            Some(Self::Identity)
+        } else if is("gzip") || is("x-gzip") {
+            Some(Self::Gzip)
+        } else if is("zstd") {
+            Some(Self::Zstd)
+        } else if is("snappy") {
+            Some(Self::Snappy)
+        } else {
+            None
         }
     }
 
