@@ -408,6 +408,29 @@ impl<'a> Encoder<'a> {
 mod tests {
     use super::*;
 
+    /// The same label values find the same child; values that differ in
+    /// any label (or only in length) do not.
+    #[test]
+    fn children_are_found_by_every_label_value() {
+        let requests: Family<Counter> = Family::new(&["method", "outcome"]);
+        let ok = requests.with(&["Execute", "ok"]);
+        assert!(Arc::ptr_eq(&ok, &requests.with(&["Execute", "ok"])));
+        assert!(!Arc::ptr_eq(&ok, &requests.with(&["Execute", "lost"])));
+        assert!(!Arc::ptr_eq(&ok, &requests.with(&["Prepare", "ok"])));
+        ok.add(2);
+        requests.with(&["Execute", "ok"]).add(1);
+        let mut out = String::new();
+        Encoder::new(&mut out).counter_family("x", "X.", &requests);
+        assert!(
+            out.contains("x_total{method=\"Execute\",outcome=\"ok\"} 3\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("x_total{method=\"Execute\",outcome=\"lost\"} 0\n"),
+            "{out}"
+        );
+    }
+
     #[test]
     fn renders_the_text_format() {
         let requests: Family<Counter> = Family::new(&["method", "outcome"]);

@@ -191,6 +191,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn names_are_case_insensitive_and_trimmed() {
+        assert_eq!(Encoding::from_name(" ZSTD "), Some(Encoding::Zstd));
+        assert_eq!(Encoding::from_name("X-Gzip"), Some(Encoding::Gzip));
+        assert_eq!(Encoding::from_name("Snappy"), Some(Encoding::Snappy));
+        assert_eq!(Encoding::from_name(""), Some(Encoding::Identity));
+        assert_eq!(Encoding::from_name("IDENTITY"), Some(Encoding::Identity));
+        assert_eq!(Encoding::from_name("br"), None);
+        assert_eq!(Encoding::from_name("zstd2"), None);
+    }
+
+    #[test]
     fn every_encoding_round_trips() {
         let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
         for enc in [

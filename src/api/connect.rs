@@ -220,6 +220,16 @@ mod tests {
             Codec::from_content_type("application/json; charset=latin1"),
             None
         );
+        // Media types and parameters are case-insensitive (RFC 9110).
+        assert_eq!(
+            Codec::from_content_type(" Application/Connect+JSON ; Charset=UTF-8"),
+            Some((Codec::Json, Framing::Streaming))
+        );
+        assert_eq!(
+            Codec::from_content_type("APPLICATION/PROTOBUF"),
+            Some((Codec::Proto, Framing::Unary))
+        );
+        assert_eq!(Codec::from_content_type("application/proto2"), None);
     }
 
     #[test]
