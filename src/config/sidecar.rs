@@ -32,6 +32,11 @@ pub struct SidecarConfig {
     /// without a word, as MariaDB does.
     #[serde(with = "humantime_serde")]
     pub login_timeout: Duration,
+    /// Threads of the runtime that serves the clients and the gateway
+    /// connection; 0: one per CPU core. One thread caps the sidecar at one
+    /// core but spares it the cross-thread wake-ups of a query's tasks
+    /// (about 10–20 % less CPU per point select, measured for issue 15).
+    pub worker_threads: usize,
     /// Largest packet accepted from a client (MySQL's max_allowed_packet),
     /// once it has logged in. Before that: [`LOGIN_MAX_PACKET`].
     pub max_allowed_packet: usize,
@@ -147,6 +152,7 @@ impl Default for SidecarConfig {
             max_connections: 4096,
             max_connections_logging_in: 256,
             login_timeout: Duration::from_secs(10),
+            worker_threads: 0,
             max_allowed_packet: 64 << 20,
             auth: AuthConfig::default(),
             tls: FrontTls::default(),
@@ -321,6 +327,7 @@ mod tests {
             example.max_connections_logging_in,
             defaults.max_connections_logging_in
         );
+        assert_eq!(example.worker_threads, defaults.worker_threads);
         assert!(!example.auth.allow_any_user_on_network);
         let text = include_str!("../../config.example.toml")
             .replace("# allow_any_user_on_network", "allow_any_user_on_network");
