@@ -33,9 +33,10 @@ pub struct SidecarConfig {
     #[serde(with = "humantime_serde")]
     pub login_timeout: Duration,
     /// Threads of the runtime that serves the clients and the gateway
-    /// connection; 0: one per CPU core. One thread caps the sidecar at one
-    /// core but spares it the cross-thread wake-ups of a query's tasks
-    /// (about 10–20 % less CPU per point select, measured for issue 15).
+    /// connection; 0: one per CPU core. A sidecar beside one app may be
+    /// capped at one core this way. (Issue 15's measurements of CPU per
+    /// query with one thread were mixed: 79–90 → 73–76 µs on one build,
+    /// no change on the next, within this machine's noise.)
     pub worker_threads: usize,
     /// Largest packet accepted from a client (MySQL's max_allowed_packet),
     /// once it has logged in. Before that: [`LOGIN_MAX_PACKET`].
