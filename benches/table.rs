@@ -7,6 +7,7 @@
 //! ```text
 //! cargo bench --bench table                 # the whole table, ~12 min, needs root
 //! cargo bench --bench table -- --smoke      # a few seconds per cell
+//! cargo bench --bench table -- --no-wan --shape parallel --sweep 32 --skip-idle   # one shape, for profiling
 //! cargo bench --bench table -- --no-wan --extra other='proxy --listen {port} --upstream {gateway_url}'
 //! ```
 //! Writes `benches/results/<date>-<host>/` (report.md, results.json, one
@@ -55,6 +56,17 @@ struct Args {
     /// Only these networks (repeatable): loopback, wan-1pct, wan-0pct.
     #[arg(long = "net", value_name = "ID")]
     nets: Vec<String>,
+    /// Only these shapes (repeatable): connect, parallel, medium-select,
+    /// medium-insert, large-select, large-insert.
+    #[arg(long = "shape", value_name = "ID")]
+    shapes: Vec<String>,
+    /// Pool sizes of the loopback connection sweep (parallel SELECT 1),
+    /// comma-separated; "none" for no sweep.
+    #[arg(long, value_name = "N,N,…", default_value = "1,8,32,128,512")]
+    sweep: String,
+    /// Skip the 1,000-idle-clients memory measurement.
+    #[arg(long)]
+    skip_idle: bool,
     /// Seconds of timed load per cell (default 8, smoke 1.5).
     #[arg(long)]
     budget_secs: Option<f64>,
@@ -110,7 +122,28 @@ fn orchestrate(args: Args, argv: &[String]) -> anyhow::Result<()> {
                 .with_context(|| format!("--extra {e:?}: expected NAME=COMMAND"))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let shapes = args
+        .shapes
+        .iter()
+        .map(|id| {
+            Shape::ALL
+                .into_iter()
+                .find(|s| s.id() == id)
+                .with_context(|| format!("--shape {id:?}: not a shape"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let sweep = match args.sweep.as_str() {
+        "none" => Vec::new(),
+        list => list
+            .split(',')
+            .map(|n| n.trim().parse::<usize>().ok().filter(|n| *n > 0))
+            .collect::<Option<Vec<_>>>()
+            .with_context(|| format!("--sweep {list:?}: expected pool sizes like 1,8,32"))?,
+    };
     let settings = Settings {
+        shapes,
+        sweep,
+        idle: !args.skip_idle,
         smoke: args.smoke,
         wan: !args.no_wan,
         budget: Duration::from_secs_f64(args.budget_secs.unwrap_or(if args.smoke {
@@ -194,6 +227,7 @@ fn orchestrate(args: Args, argv: &[String]) -> anyhow::Result<()> {
         min_ops: settings.min_ops,
         large_bytes,
         charts,
+        sweep: args.sweep.clone(),
     };
     let md = report::render(&cx);
     std::fs::write(dir.join("report.md"), &md)?;

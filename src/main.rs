@@ -95,31 +95,37 @@ fn main() -> ExitCode {
         Err(e) => return config_error(&e),
     };
     let env = Env::from_process();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    // Built once the role's configuration says how many threads it wants.
+    let runtime = |worker_threads: usize| {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        if worker_threads > 0 {
+            builder.worker_threads(worker_threads);
+        }
+        builder.enable_all().build().expect("a tokio runtime")
+    };
     match cli.command {
         Command::Gateway(args) => match config::load(&args.flags, &env, file.as_ref()) {
-            Ok(config) => runtime.block_on(gateway(config, args.check_config)),
+            Ok(config) => runtime(0).block_on(gateway(config, args.check_config)),
             Err(e) => config_error(&e),
         },
         Command::Sidecar(args) => match config::load(&args.flags, &env, file.as_ref()) {
-            Ok(config) => runtime.block_on(sidecar(config, args.check_config)),
+            Ok(config) => {
+                runtime(config.worker_threads).block_on(sidecar(config, args.check_config))
+            }
             Err(e) => config_error(&e),
         },
         Command::Doctor(args) => match config::load(&args.flags, &env, file.as_ref()) {
-            Ok(config) => runtime.block_on(doctor(config)),
+            Ok(config) => runtime(0).block_on(doctor(config)),
             Err(e) => config_error(&e),
         },
-        Command::Query(args) => match runtime.block_on(myquic::query::run(args)) {
+        Command::Query(args) => match runtime(0).block_on(myquic::query::run(args)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("myquic: {e}");
                 ExitCode::FAILURE
             }
         },
-        Command::Wait(args) => match runtime.block_on(myquic::admin::wait::run(&args)) {
+        Command::Wait(args) => match runtime(0).block_on(myquic::admin::wait::run(&args)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("myquic wait: {e}");

@@ -28,8 +28,8 @@ pub fn init(format: LogFormat, default_level: &str) {
 
 /// A W3C trace id (`traceparent`), so the sidecar's and the gateway's
 /// logs of one request can be joined: the sidecar makes one per client
-/// command, the client sends it on every request of that command, and the
-/// gateway logs it in its request span.
+/// command whose span it logs (debug level), the client sends it on every
+/// request of that command, and the gateway logs it in its request span.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TraceId(pub u128);
 
@@ -43,11 +43,10 @@ impl TraceId {
         Self(rand::random::<u128>().max(1))
     }
 
-    /// The trace of the task's current command, or a fresh one.
-    pub fn current() -> Self {
-        CURRENT_TRACE
-            .try_with(|t| *t)
-            .unwrap_or_else(|_| Self::random())
+    /// The trace of the task's current command, if it has one (the
+    /// sidecar gives its commands one only when it logs them).
+    pub fn current() -> Option<Self> {
+        CURRENT_TRACE.try_with(|t| *t).ok()
     }
 
     /// Runs `fut` with this as the current trace.

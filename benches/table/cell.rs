@@ -34,6 +34,10 @@ pub struct Cell {
     /// CPU time per operation, microseconds.
     pub sidecar_cpu_us: Option<f64>,
     pub gateway_cpu_us: Option<f64>,
+    /// MariaDB's CPU time per operation (whoever its client was).
+    pub mariadb_cpu_us: Option<f64>,
+    /// Each watched process's use per operation: where the time goes.
+    pub usage: Vec<RoleUsage>,
     /// Peak RSS growth during the timed phase, bytes.
     pub sidecar_rss_growth: Option<u64>,
     pub gateway_rss_growth: Option<u64>,
@@ -41,7 +45,27 @@ pub struct Cell {
     pub error: Option<String>,
 }
 
+/// One process's resources per operation of a cell.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RoleUsage {
+    /// "sidecar", "gateway" or "mariadb".
+    pub role: String,
+    pub user_us: f64,
+    pub system_us: f64,
+    pub context_switches: f64,
+}
+
+impl RoleUsage {
+    pub fn cpu_us(&self) -> f64 {
+        self.user_us + self.system_us
+    }
+}
+
 impl Cell {
+    pub fn usage_of(&self, role: &str) -> Option<&RoleUsage> {
+        self.usage.iter().find(|u| u.role == role)
+    }
+
     pub fn ok(&self) -> bool {
         self.error.is_none() && self.ops > 0
     }
@@ -61,6 +85,7 @@ fn percentile(sorted: &[u64], p: f64) -> f64 {
 pub struct Measure<'a> {
     pub net: &'a Net,
     pub gateway_pid: u32,
+    pub mariadb_pid: u32,
     pub budget: Duration,
     pub min_ops: usize,
 }
@@ -136,23 +161,30 @@ impl Measure<'_> {
         if line.trim() != "ready" {
             anyhow::bail!("driver did not get ready: {line:?}");
         }
-        // The gateway first, then the sidecar (an extra client's process is
-        // a shell whose children /proc/PID does not count, so not it).
+        // The gateway, MariaDB, then the sidecar (an extra client's process
+        // is a shell whose children /proc/PID does not count, so not it).
         let sidecar_pid = client
             .proc
             .as_ref()
             .filter(|_| client.is_sidecar())
             .map(|p| p.pid());
-        let watched: Vec<u32> = [self.gateway_pid].into_iter().chain(sidecar_pid).collect();
+        let mut watched = vec![("mariadb", self.mariadb_pid)];
+        if client.proc.is_some() {
+            watched.push(("gateway", self.gateway_pid));
+        }
+        if let Some(pid) = sidecar_pid {
+            watched.push(("sidecar", pid));
+        }
+        let pids: Vec<u32> = watched.iter().map(|w| w.1).collect();
         let wire0 = self.net.wire();
-        let cpu0: Vec<Duration> = watched.iter().map(|&p| procs::cpu_time(p)).collect();
-        let rss0: Vec<u64> = watched.iter().map(|&p| procs::rss(p)).collect();
-        let peak = RssPeak::start(&watched);
+        let use0: Vec<procs::Usage> = pids.iter().map(|&p| procs::usage(p)).collect();
+        let rss0: Vec<u64> = pids.iter().map(|&p| procs::rss(p)).collect();
+        let peak = RssPeak::start(&pids);
         writeln!(stdin, "go")?;
         line.clear();
         stdout.read_line(&mut line)?;
         let peaks = peak.finish();
-        let cpu1: Vec<Duration> = watched.iter().map(|&p| procs::cpu_time(p)).collect();
+        let use1: Vec<procs::Usage> = pids.iter().map(|&p| procs::usage(p)).collect();
         let wire = self.net.wire() - wire0;
         let _ = done_tx.send(());
         let _ = child.wait();
@@ -164,15 +196,27 @@ impl Measure<'_> {
         cell.to_client_bytes = wire.to_client;
         cell.lost_packets = wire.lost;
         cell.queue_dropped_packets = wire.queue_drops;
-        let per_op = |i: usize| (cpu1[i] - cpu0[i]).as_micros() as f64 / ops;
-        let growth = |i: usize| peaks[i].saturating_sub(rss0[i]);
-        if client.proc.is_some() {
-            cell.gateway_cpu_us = Some(per_op(0));
-            cell.gateway_rss_growth = Some(growth(0));
-        }
-        if sidecar_pid.is_some() {
-            cell.sidecar_cpu_us = Some(per_op(1));
-            cell.sidecar_rss_growth = Some(growth(1));
+        for (i, (role, _)) in watched.iter().enumerate() {
+            let used = use1[i] - use0[i];
+            let usage = RoleUsage {
+                role: role.to_string(),
+                user_us: used.user.as_micros() as f64 / ops,
+                system_us: used.system.as_micros() as f64 / ops,
+                context_switches: used.switches as f64 / ops,
+            };
+            let growth = Some(peaks[i].saturating_sub(rss0[i]));
+            match *role {
+                "sidecar" => {
+                    cell.sidecar_cpu_us = Some(usage.cpu_us());
+                    cell.sidecar_rss_growth = growth;
+                }
+                "gateway" => {
+                    cell.gateway_cpu_us = Some(usage.cpu_us());
+                    cell.gateway_rss_growth = growth;
+                }
+                _ => cell.mariadb_cpu_us = Some(usage.cpu_us()),
+            }
+            cell.usage.push(usage);
         }
         Ok(out)
     }

@@ -45,6 +45,18 @@ impl Shape {
         }
     }
 
+    /// The name `--shape` takes.
+    pub fn id(self) -> &'static str {
+        match self {
+            Shape::ConnectSelect1 => "connect",
+            Shape::ParallelSelect1 => "parallel",
+            Shape::MediumSelect => "medium-select",
+            Shape::MediumInsert => "medium-insert",
+            Shape::LargeSelect => "large-select",
+            Shape::LargeInsert => "large-insert",
+        }
+    }
+
     pub fn short(self) -> &'static str {
         match self {
             Shape::ConnectSelect1 => "connect",

@@ -164,6 +164,10 @@ impl MariaDb {
         Ok(db)
     }
 
+    pub fn pid(&self) -> u32 {
+        self._proc.pid()
+    }
+
     pub fn root_opts(&self) -> mysql_async::Opts {
         mysql_async::OptsBuilder::default()
             .socket(Some(self.socket.to_string_lossy().into_owned()))

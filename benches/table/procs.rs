@@ -73,20 +73,63 @@ fn clock_ticks_per_sec() -> u64 {
         .unwrap_or(100)
 }
 
-/// User + system CPU time of `pid` so far (all its threads).
-pub fn cpu_time(pid: u32) -> Duration {
+/// What a process has used so far, all its threads together.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Usage {
+    pub user: Duration,
+    pub system: Duration,
+    /// Voluntary + involuntary context switches, summed over its threads
+    /// (the process's own status line counts only its main thread).
+    pub switches: u64,
+}
+
+impl std::ops::Sub for Usage {
+    type Output = Usage;
+    fn sub(self, earlier: Usage) -> Usage {
+        Usage {
+            user: self.user.saturating_sub(earlier.user),
+            system: self.system.saturating_sub(earlier.system),
+            switches: self.switches.saturating_sub(earlier.switches),
+        }
+    }
+}
+
+/// User and system CPU time (utime, stime of `/proc/PID/stat`) and the
+/// context switches of every thread (`/proc/PID/task/*/status`).
+pub fn usage(pid: u32) -> Usage {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return Duration::ZERO;
+        return Usage::default();
     };
     // Fields after the parenthesised command name; utime and stime are
     // fields 14 and 15 of the whole line.
     let rest = &stat[stat.rfind(')').map(|i| i + 2).unwrap_or(0)..];
     let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
-        + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
     static HZ: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     let hz = *HZ.get_or_init(clock_ticks_per_sec);
-    Duration::from_millis(ticks * 1000 / hz)
+    let time = |t: u64| Duration::from_micros(t * 1_000_000 / hz);
+    Usage {
+        user: time(ticks(11)),
+        system: time(ticks(12)),
+        switches: context_switches(pid),
+    }
+}
+
+fn context_switches(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+        .flat_map(|status| {
+            status
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
 }
 
 /// Resident set size of `pid` in bytes (`VmRSS`).

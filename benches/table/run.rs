@@ -22,7 +22,16 @@ pub struct Settings {
     pub budget: Duration,
     pub min_ops: usize,
     pub extras: Vec<(String, String)>,
+    /// Only these shapes (all when empty).
+    pub shapes: Vec<Shape>,
+    /// Pool sizes of the connection sweep (loopback), besides the table's 32.
+    pub sweep: Vec<usize>,
+    /// Measure the sidecars' memory with 1,000 idle clients (loopback).
+    pub idle: bool,
 }
+
+/// The pool size of the table's own parallel cell.
+pub const PARALLEL: usize = 32;
 
 #[derive(Debug, Default, Serialize)]
 pub struct Idle {
@@ -40,7 +49,7 @@ pub struct NetResult {
     pub link: String,
     pub rtt_ms: f64,
     pub cells: Vec<Cell>,
-    /// Parallel SELECT 1 at several pool sizes (loopback).
+    /// Parallel SELECT 1 at the sweep's other pool sizes (loopback).
     pub scaling: Vec<Cell>,
     pub idle: Vec<Idle>,
     /// What each sidecar said its transport was at the end.
@@ -50,7 +59,7 @@ pub struct NetResult {
     pub clients: Vec<String>,
 }
 
-const IDLE_CONNECTIONS: usize = 1000;
+pub const IDLE_CONNECTIONS: usize = 1000;
 
 pub fn run_network(
     rt: &tokio::runtime::Runtime,
@@ -91,17 +100,21 @@ pub fn run_network(
     let measure = Measure {
         net,
         gateway_pid: gateway.proc.pid(),
+        mariadb_pid: db.pid(),
         budget: settings.budget,
         min_ops: settings.min_ops,
     };
-    for shape in Shape::ALL {
+    let shapes = Shape::ALL
+        .into_iter()
+        .filter(|s| settings.shapes.is_empty() || settings.shapes.contains(s));
+    for shape in shapes {
         eprintln!("[{}] {}", net.id, shape.label());
         for client in &clients {
             if matches!(shape, Shape::MediumInsert | Shape::LargeInsert) {
                 rt.block_on(db.truncate_inserts())?;
             }
             let conc = if shape == Shape::ParallelSelect1 {
-                32
+                PARALLEL
             } else {
                 1
             };
@@ -109,19 +122,21 @@ pub fn run_network(
         }
     }
     if !net.is_wan() {
-        eprintln!("[{}] parallel SELECT 1 at 1 and 8 connections", net.id);
+        // Short cells: the sweep is about CPU per query, which settles
+        // within a second or two of load, not about tail latency.
         let short = Measure {
-            budget: settings.budget / 2,
+            budget: (settings.budget / 4).max(Duration::from_secs(1)),
             ..measure
         };
-        for conc in [1, 8] {
+        for &conc in settings.sweep.iter().filter(|&&c| c != PARALLEL) {
+            eprintln!("[{}] parallel SELECT 1 at {conc} connections", net.id);
             for client in &clients {
                 result
                     .scaling
                     .push(short.run(client, Shape::ParallelSelect1, conc));
             }
         }
-        for client in clients.iter().filter(|c| c.is_sidecar()) {
+        for client in clients.iter().filter(|c| c.is_sidecar() && settings.idle) {
             eprintln!(
                 "[{}] {IDLE_CONNECTIONS} idle connections to {}",
                 net.id, client.name

@@ -21,8 +21,10 @@ const LOCAL_PASSWORD: &str = "local-secret";
 /// report's "Congestion control" section for what TCP can and cannot pin).
 pub const CONGESTION: &str = "bbr";
 
-pub fn myquic() -> &'static str {
-    env!("CARGO_BIN_EXE_myquic")
+/// The release binary built with the bench, or `MYQUIC_BENCH_BIN` (an
+/// earlier build, to measure a change against it on the same machine).
+pub fn myquic() -> String {
+    std::env::var("MYQUIC_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_myquic").into())
 }
 
 fn quote(p: &Path) -> String {
@@ -94,7 +96,7 @@ database = "app"
                 socket = quote(&db.socket),
             ),
         )?;
-        let mut cmd = procs::command(Some(net.server_ns()), myquic());
+        let mut cmd = procs::command(Some(net.server_ns()), &myquic());
         cmd.arg("--config").arg(&config).arg("gateway");
         let mut proc = Proc::spawn("gateway", cmd, &dir.join("gateway.log"))?;
         wait_listening(net.server_ns(), &ip, GATEWAY_PORT, &mut proc)?;
@@ -172,7 +174,7 @@ listen = "127.0.0.1:0"
                 ca = quote(&certs.ca),
             ),
         )?;
-        let mut cmd = procs::command(Some(net.client_ns()), myquic());
+        let mut cmd = procs::command(Some(net.client_ns()), &myquic());
         cmd.arg("--config").arg(&config).arg("sidecar");
         let mut proc = Proc::spawn(
             &format!("sidecar-{name}"),

@@ -118,13 +118,14 @@ impl<T: Default> Family<T> {
     /// The child for `values` (in the order of the label names).
     pub fn with(&self, values: &[&str]) -> Arc<T> {
         debug_assert_eq!(values.len(), self.labels.len());
+        let mut children = self.children.lock().expect("not poisoned");
+        // Counted on every request: a child that exists is found without
+        // allocating its key (a family has a handful of children).
+        if let Some(child) = children.iter().find(|(k, _)| k.iter().eq(values.iter())) {
+            return child.1.clone();
+        }
         let key: Vec<String> = values.iter().map(|v| (*v).to_string()).collect();
-        self.children
-            .lock()
-            .expect("not poisoned")
-            .entry(key)
-            .or_default()
-            .clone()
+        children.entry(key).or_default().clone()
     }
 
     fn each(&self, mut f: impl FnMut(String, &T)) {
@@ -406,6 +407,29 @@ impl<'a> Encoder<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The same label values find the same child; values that differ in
+    /// any label (or only in length) do not.
+    #[test]
+    fn children_are_found_by_every_label_value() {
+        let requests: Family<Counter> = Family::new(&["method", "outcome"]);
+        let ok = requests.with(&["Execute", "ok"]);
+        assert!(Arc::ptr_eq(&ok, &requests.with(&["Execute", "ok"])));
+        assert!(!Arc::ptr_eq(&ok, &requests.with(&["Execute", "lost"])));
+        assert!(!Arc::ptr_eq(&ok, &requests.with(&["Prepare", "ok"])));
+        ok.add(2);
+        requests.with(&["Execute", "ok"]).add(1);
+        let mut out = String::new();
+        Encoder::new(&mut out).counter_family("x", "X.", &requests);
+        assert!(
+            out.contains("x_total{method=\"Execute\",outcome=\"ok\"} 3\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("x_total{method=\"Execute\",outcome=\"lost\"} 0\n"),
+            "{out}"
+        );
+    }
 
     #[test]
     fn renders_the_text_format() {

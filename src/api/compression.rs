@@ -38,12 +38,19 @@ impl Encoding {
 
     /// Parses one encoding name; `None` if we do not support it.
     pub fn from_name(name: &str) -> Option<Self> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "" | "identity" => Some(Self::Identity),
-            "gzip" | "x-gzip" => Some(Self::Gzip),
-            "zstd" => Some(Self::Zstd),
-            "snappy" => Some(Self::Snappy),
-            _ => None,
+        // Compared in place: this runs on every request and response.
+        let name = name.trim();
+        let is = |known: &str| name.eq_ignore_ascii_case(known);
+        if name.is_empty() || is("identity") {
+            Some(Self::Identity)
+        } else if is("gzip") || is("x-gzip") {
+            Some(Self::Gzip)
+        } else if is("zstd") {
+            Some(Self::Zstd)
+        } else if is("snappy") {
+            Some(Self::Snappy)
+        } else {
+            None
         }
     }
 
@@ -182,6 +189,17 @@ fn corrupt(encoding: Encoding, detail: &str) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_are_case_insensitive_and_trimmed() {
+        assert_eq!(Encoding::from_name(" ZSTD "), Some(Encoding::Zstd));
+        assert_eq!(Encoding::from_name("X-Gzip"), Some(Encoding::Gzip));
+        assert_eq!(Encoding::from_name("Snappy"), Some(Encoding::Snappy));
+        assert_eq!(Encoding::from_name(""), Some(Encoding::Identity));
+        assert_eq!(Encoding::from_name("IDENTITY"), Some(Encoding::Identity));
+        assert_eq!(Encoding::from_name("br"), None);
+        assert_eq!(Encoding::from_name("zstd2"), None);
+    }
 
     #[test]
     fn every_encoding_round_trips() {

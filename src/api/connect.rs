@@ -34,22 +34,31 @@ impl Codec {
     /// Parses a `Content-Type`; `None` means 415 Unsupported Media Type.
     pub fn from_content_type(value: &str) -> Option<(Self, Framing)> {
         let mut parts = value.split(';');
-        let media = parts.next()?.trim().to_ascii_lowercase();
-        // Only a UTF-8 charset parameter is acceptable for JSON.
+        let media = parts.next()?.trim();
+        // Only a UTF-8 charset parameter is acceptable for JSON. Compared
+        // in place: this runs on every request and response.
         let charset_ok = parts.all(|p| {
-            let p = p.trim().to_ascii_lowercase();
-            p.is_empty() || p == "charset=utf-8"
+            let p = p.trim();
+            p.is_empty() || p.eq_ignore_ascii_case("charset=utf-8")
         });
         if !charset_ok {
             return None;
         }
-        match media.as_str() {
-            "application/proto" | "application/protobuf" => Some((Self::Proto, Framing::Unary)),
-            "application/json" => Some((Self::Json, Framing::Unary)),
-            "application/connect+proto" => Some((Self::Proto, Framing::Streaming)),
-            "application/connect+json" => Some((Self::Json, Framing::Streaming)),
-            _ => None,
-        }
+        const KNOWN: [(&str, Codec, Framing); 5] = [
+            ("application/proto", Codec::Proto, Framing::Unary),
+            ("application/protobuf", Codec::Proto, Framing::Unary),
+            ("application/json", Codec::Json, Framing::Unary),
+            (
+                "application/connect+proto",
+                Codec::Proto,
+                Framing::Streaming,
+            ),
+            ("application/connect+json", Codec::Json, Framing::Streaming),
+        ];
+        KNOWN
+            .iter()
+            .find(|(name, _, _)| media.eq_ignore_ascii_case(name))
+            .map(|&(_, codec, framing)| (codec, framing))
     }
 
     pub fn content_type(self, framing: Framing) -> &'static str {
@@ -211,6 +220,16 @@ mod tests {
             Codec::from_content_type("application/json; charset=latin1"),
             None
         );
+        // Media types and parameters are case-insensitive (RFC 9110).
+        assert_eq!(
+            Codec::from_content_type(" Application/Connect+JSON ; Charset=UTF-8"),
+            Some((Codec::Json, Framing::Streaming))
+        );
+        assert_eq!(
+            Codec::from_content_type("APPLICATION/PROTOBUF"),
+            Some((Codec::Proto, Framing::Unary))
+        );
+        assert_eq!(Codec::from_content_type("application/proto2"), None);
     }
 
     #[test]

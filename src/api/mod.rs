@@ -30,6 +30,14 @@ pub enum Method {
 }
 
 impl Method {
+    pub const ALL: [Method; 5] = [
+        Self::CreateSession,
+        Self::Execute,
+        Self::StreamExecute,
+        Self::Prepare,
+        Self::CloseSession,
+    ];
+
     /// Resolves a request path such as `/psdb.v1alpha1.Database/Execute`.
     pub fn from_path(path: &str) -> Option<Self> {
         match path.strip_prefix(SERVICE_PREFIX)? {

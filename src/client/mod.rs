@@ -54,7 +54,9 @@ pub struct Client {
 struct Inner {
     connector: Arc<Connector>,
     wire: Wire,
-    uri_base: String,
+    /// Each method's request URI, parsed once: a request clones its
+    /// (reference-counted) parts instead of formatting and parsing text.
+    uris: Vec<(Method, http::Uri)>,
     /// Stops the supervisor when the last clone goes.
     _stop: DropGuard,
 }
@@ -79,13 +81,17 @@ impl Client {
             field: "username",
             reason,
         })?;
-        let uri_base = format!("https://{}", config.gateway);
-        if uri_base.parse::<http::Uri>().is_err() {
-            return Err(ConfigError::Client {
+        let uris = Method::ALL
+            .into_iter()
+            .map(|method| {
+                let uri = format!("https://{}{}", config.gateway, method.path());
+                uri.parse::<http::Uri>().map(|uri| (method, uri))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| ConfigError::Client {
                 field: "gateway",
                 reason: format!("{:?} is not a valid authority", config.gateway),
-            });
-        }
+            })?;
         let connector = Connector::new(config, counters);
         let stop = CancellationToken::new();
         tokio::spawn(connector.clone().supervise(stop.clone()));
@@ -93,7 +99,7 @@ impl Client {
             inner: Arc::new(Inner {
                 connector,
                 wire,
-                uri_base,
+                uris,
                 _stop: stop.drop_guard(),
             }),
         })
@@ -215,6 +221,13 @@ impl Client {
         self.unary(prepared, SESSION_FIELD).await
     }
 
+    fn uri(&self, method: Method) -> http::Uri {
+        let (_, uri) = (self.inner.uris.iter())
+            .find(|(m, _)| *m == method)
+            .expect("every method's URI is made in Client::new");
+        uri.clone()
+    }
+
     fn connect_timeout(&self) -> std::time::Duration {
         self.inner.connector.connect_timeout()
     }
@@ -258,7 +271,11 @@ impl Client {
                 version = version.as_str(),
                 "request"
             );
-            match live.conn.send(prepared.build(&self.inner.uri_base)).await {
+            match live
+                .conn
+                .send(prepared.build(self.uri(prepared.method())))
+                .await
+            {
                 Ok(response) => {
                     connector.counters.request();
                     return Ok((response, version));

@@ -142,15 +142,25 @@ impl Connection {
             let seq = packet.seq;
             let mut out = Packets::reply_to(seq);
             // One trace id per command, sent with each of its requests
-            // and logged by the gateway.
-            let trace = TraceId::random();
-            let span = tracing::info_span!("command", trace_id = %trace);
-            let command = trace.scope(self.dispatch(packet, &mut out).instrument(span));
+            // and logged by the gateway, when our log shows commands (debug):
+            // otherwise the span, its id and the header are work per query
+            // that nobody reads.
+            let span = tracing::debug_span!("command", trace_id = tracing::field::Empty);
+            let command = self.dispatch(packet, &mut out);
             // No input may panic; if a bug does, the connection must still
             // end the way every other end does: its session closed below,
             // its transaction rolled back at once rather than holding locks
             // until the gateway's idle timeout.
-            let next = match AssertUnwindSafe(command).catch_unwind().await {
+            let outcome = if span.is_disabled() {
+                AssertUnwindSafe(command).catch_unwind().await
+            } else {
+                let trace = TraceId::random();
+                span.record("trace_id", tracing::field::display(trace));
+                AssertUnwindSafe(trace.scope(command.instrument(span)))
+                    .catch_unwind()
+                    .await
+            };
+            let next = match outcome {
                 Ok(next) => next,
                 Err(_) => {
                     tracing::error!("a command panicked; closing the connection");

@@ -14,6 +14,11 @@ const MAX_STREAMS: u32 = 4096;
 /// Per-stream receive window: 16 MiB keeps one bulk stream from being
 /// window-limited at WAN round-trip times (default 1.25 MB).
 const STREAM_WINDOW: u32 = 16 << 20;
+/// The sidecar's per-stream receive window: what a gateway may send of one
+/// result ahead of the MySQL client reading it, so what streaming a large
+/// result adds to the sidecar's memory. 8 MiB (as HTTP/2's stream window)
+/// still carries 1.3 Gbit/s per stream at a 50 ms round trip.
+const CLIENT_STREAM_WINDOW: u32 = 8 << 20;
 /// Connection-wide receive and send windows.
 const CONNECTION_WINDOW: u32 = 64 << 20;
 /// Socket buffers; the kernel's 208 KiB default drops packets under load.
@@ -99,7 +104,8 @@ pub fn client_transport_config(
     let mut t = base(congestion);
     t.max_idle_timeout(Some(idle_timeout(idle)))
         .keep_alive_interval(Some(keep_alive))
-        .initial_rtt(Duration::from_millis(100));
+        .initial_rtt(Duration::from_millis(100))
+        .stream_receive_window(VarInt::from_u32(CLIENT_STREAM_WINDOW));
     Arc::new(t)
 }
 
