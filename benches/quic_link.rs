@@ -22,14 +22,13 @@
 #[path = "wan/mod.rs"]
 mod wan;
 
-use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::Parser;
-use myquic::transport::quic::{self, Congestion};
-use myquic::transport::tls::{self, SelfSigned};
+use myquic::transport::quic::Congestion;
+
+use wan::quic::QuicPair;
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -56,8 +55,6 @@ struct Args {
     bench: bool,
 }
 
-const PORT: u16 = 4433;
-
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let up = match args.dir.as_str() {
@@ -65,7 +62,6 @@ fn main() -> anyhow::Result<()> {
         "down" => false,
         other => bail!("--dir {other:?}: up or down"),
     };
-    tls::install_crypto_provider();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -82,56 +78,8 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(args: &Args, up: bool, link: &wan::Wan) -> anyhow::Result<()> {
-    let server_ip = link.server_ip();
-    let cert = SelfSigned::generate(&[server_ip.to_string()])?;
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert.identity.chain[0].clone())?;
-
-    // The sockets are made inside each namespace; quinn adopts them here.
-    let server_addr = SocketAddr::from((server_ip, PORT));
-    let server_socket = wan::run_in(link.server_ns(), move || quic::udp_socket(server_addr))??;
-    let client_socket = wan::run_in(link.client_ns(), || {
-        quic::udp_socket(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)))
-    })??;
-
-    let server_tls = cert.identity.server_config(&[tls::ALPN_H3])?;
-    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(server_tls)?;
-    let mut server_config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    server_config.transport_config(quic::server_transport_config(args.congestion, 4096));
-    let runtime = Arc::new(quinn::TokioRuntime);
-    let server = quinn::Endpoint::new(
-        quinn::EndpointConfig::default(),
-        Some(server_config),
-        server_socket,
-        runtime.clone(),
-    )?;
-
-    let client_tls = tls::client_config(roots, &[tls::ALPN_H3])?;
-    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from((*client_tls).clone())?;
-    let mut client_config = quinn::ClientConfig::new(Arc::new(crypto));
-    client_config.transport_config(quic::client_transport_config(
-        args.congestion,
-        Duration::from_secs(1),
-        Duration::from_secs(3),
-    ));
-    let mut client = quinn::Endpoint::new(
-        quinn::EndpointConfig::default(),
-        None,
-        client_socket,
-        runtime,
-    )?;
-    client.set_default_client_config(client_config);
-
-    let accept = tokio::spawn(async move {
-        let conn = server.accept().await.context("no connection")?.await?;
-        anyhow::Ok((server, conn))
-    });
-    let client_conn = client.connect(server_addr, &server_ip.to_string())?.await?;
-    let (_server, server_conn) = accept.await??;
-    let serving = tokio::spawn(serve(server_conn.clone()));
-
+    let pair = QuicPair::connect(link, args.congestion).await?;
     let size = (args.mb * 1e6) as usize;
-    let payload = vec![0x5au8; size];
     println!(
         "congestion {}, loss {:.1} %, {:.1} MB {}, 50 Mbit/s, 25 ms one-way, 512 KiB queue",
         args.congestion,
@@ -144,95 +92,38 @@ async fn run(args: &Args, up: bool, link: &wan::Wan) -> anyhow::Result<()> {
         }
     );
     println!(
-        "| # | ms | offered / payload | delivered / payload | queue drops | random losses | sender lost pkts | congestion events | cwnd after |"
+        "| # | ms | offered / payload | delivered / payload | queue drops | random losses | sender lost pkts | cwnd after |"
     );
-    println!("|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
-    let sender = if up { &client_conn } else { &server_conn };
-    let mut totals = (0.0, 0u64, 0u64);
+    println!("|--:|--:|--:|--:|--:|--:|--:|--:|");
+    let mut later = Vec::new();
     for i in 0..args.repeat {
         tokio::time::sleep(Duration::from_millis(args.pause_ms)).await;
-        let c0 = link.counters();
-        let s0 = sender.stats();
-        let started = Instant::now();
-        let (mut send, mut recv) = client_conn.open_bi().await?;
-        if up {
-            send.write_all(b"U").await?;
-            send.write_all(&payload).await?;
-            send.finish()?;
-            // The server answers once it has read everything.
-            recv.read_to_end(16).await?;
-        } else {
-            send.write_all(b"D").await?;
-            send.write_all(&(size as u64).to_be_bytes()).await?;
-            send.finish()?;
-            let got = recv.read_to_end(size + 1).await?;
-            if got.len() != size {
-                bail!("downloaded {} of {size} bytes", got.len());
-            }
-        }
-        let ms = started.elapsed().as_secs_f64() * 1e3;
-        // The last acknowledgements are still on their way: let them land
-        // so the sender's counters are complete.
-        tokio::time::sleep(Duration::from_millis(60)).await;
-        let c1 = link.counters();
-        let s1 = sender.stats();
-        let (offered, delivered) = if up {
-            (
-                c1.to_server_offered_bytes - c0.to_server_offered_bytes,
-                c1.to_server_bytes - c0.to_server_bytes,
-            )
-        } else {
-            (
-                c1.to_client_offered_bytes - c0.to_client_offered_bytes,
-                c1.to_client_bytes - c0.to_client_bytes,
-            )
-        };
-        let drops = c1.queue_drops - c0.queue_drops;
+        let t = pair.transfer(link, up, size).await?;
         println!(
-            "| {i} | {ms:.0} | {:.3} | {:.3} | {drops} | {} | {} | {} | {} kB |",
-            offered as f64 / size as f64,
-            delivered as f64 / size as f64,
-            c1.lost - c0.lost,
-            s1.path.lost_packets - s0.path.lost_packets,
-            s1.path.congestion_events - s0.path.congestion_events,
-            s1.path.cwnd / 1000,
+            "| {i} | {:.0} | {:.3} | {:.3} | {} | {} | {} | {} kB |",
+            t.elapsed.as_secs_f64() * 1e3,
+            t.offered_ratio(),
+            t.delivered as f64 / size as f64,
+            t.queue_drops,
+            t.random_losses,
+            t.sender_lost_packets,
+            t.sender_cwnd / 1000,
         );
         if i > 0 {
-            totals.0 += ms;
-            totals.1 += offered;
-            totals.2 += drops;
+            later.push(t);
         }
     }
-    let n = (args.repeat.max(2) - 1) as f64;
+    let n = later.len().max(1) as f64;
     println!(
         "\nmean of transfers 1..: {:.0} ms, offered / payload {:.3}, {:.0} queue drops",
-        totals.0 / n,
-        totals.1 as f64 / n / size as f64,
-        totals.2 as f64 / n
+        later
+            .iter()
+            .map(|t| t.elapsed.as_secs_f64() * 1e3)
+            .sum::<f64>()
+            / n,
+        later.iter().map(|t| t.offered_ratio()).sum::<f64>() / n,
+        later.iter().map(|t| t.queue_drops as f64).sum::<f64>() / n,
     );
-    client_conn.close(0u32.into(), b"done");
-    serving.abort();
+    pair.close();
     Ok(())
-}
-
-/// `U` + bytes: read them all, answer one byte. `D` + u64: send that many.
-async fn serve(conn: quinn::Connection) -> anyhow::Result<()> {
-    loop {
-        let (mut send, mut recv) = conn.accept_bi().await?;
-        tokio::spawn(async move {
-            let mut kind = [0u8; 1];
-            recv.read_exact(&mut kind).await?;
-            if &kind == b"U" {
-                recv.read_to_end(usize::MAX).await?;
-                send.write_all(b"k").await?;
-            } else {
-                let mut len = [0u8; 8];
-                recv.read_exact(&mut len).await?;
-                let data = vec![0xa5u8; u64::from_be_bytes(len) as usize];
-                send.write_all(&data).await?;
-            }
-            send.finish()?;
-            anyhow::Ok(())
-        });
-    }
 }

@@ -33,6 +33,7 @@
 
 mod link;
 mod ns;
+pub mod quic;
 mod tun;
 
 use std::fs::File;
