@@ -75,37 +75,43 @@ fn main() {
     zstd_levels();
 }
 
-/// zstd levels on the table's large rows: size, compress and decompress
-/// time per MB of input, and the break-even link rate against level 3
-/// (the default): below it the level's extra CPU time is smaller than the
-/// time its saved bytes take on the link.
+/// zstd levels on the table's rows: size, compress and decompress time
+/// per MB of input, and the break-even link rate against level 3: below
+/// it the level's extra CPU time is smaller than the time its saved bytes
+/// take on the link (the "pieces" size, as rows are streamed).
 fn zstd_levels() {
-    let statement = data::large_inserts("large_ins", data::LARGE_INSERT_ROWS)
-        .swap_remove(0)
-        .into_bytes();
-    let mb = statement.len() as f64 / 1e6;
-    let pieces: Vec<&[u8]> = statement.chunks(256 << 10).collect();
+    let large = data::large_inserts("large_ins", data::LARGE_INSERT_ROWS).swap_remove(0);
+    zstd_levels_of("the large INSERT statement", large.as_bytes());
+    zstd_levels_of(
+        "the medium INSERT statement",
+        data::medium_insert("medium_ins").as_bytes(),
+    );
+}
+
+fn zstd_levels_of(what: &str, input: &[u8]) {
+    let mb = input.len() as f64 / 1e6;
+    let pieces: Vec<&[u8]> = input.chunks(256 << 10).collect();
     let mut base: Option<(f64, f64)> = None;
     println!(
-        "\nzstd on the large INSERT statement ({:.2} MB); per MB of input:\n",
-        mb
+        "\nzstd on {what} ({} bytes); times per MB of input:\n",
+        input.len()
     );
     println!(
         "| level | ratio, whole | ratio, 256 KiB pieces | compress ms/MB | decompress ms/MB | pays off below (vs level 3) |"
     );
     println!("|--:|--:|--:|--:|--:|--:|");
     for level in [-1, 1, 3, 4, 6, 9, 12, 15, 19] {
-        let whole = zstd::bulk::compress(&statement, level).unwrap();
+        let whole = zstd::bulk::compress(input, level).unwrap();
         let pieces_len: usize = pieces
             .iter()
             .map(|p| zstd::bulk::compress(p, level).unwrap().len())
             .sum();
         let runs = if level >= 12 { 1 } else { 5 };
         let t_c = time(runs, || {
-            black_box(zstd::bulk::compress(black_box(&statement), level).unwrap());
+            black_box(zstd::bulk::compress(black_box(input), level).unwrap());
         });
         let t_d = time(runs, || {
-            black_box(zstd::bulk::decompress(black_box(&whole), statement.len()).unwrap());
+            black_box(zstd::bulk::decompress(black_box(&whole), input.len()).unwrap());
         });
         let (c_ms, out_bytes) = (t_c.as_secs_f64() * 1e3 / mb, pieces_len as f64 / mb);
         let payoff = match base {
@@ -118,13 +124,13 @@ fn zstd_levels() {
                 let rate = (b_bytes - out_bytes) / ((c_ms - b_ms) / 1e3);
                 format!("{:.1} Mbit/s", rate * 8.0 / 1e6)
             }
-            Some(_) if out_bytes >= base.unwrap().1 => "never (no smaller)".into(),
+            Some((_, b_bytes)) if out_bytes >= b_bytes => "never (no smaller)".into(),
             _ => "–".into(),
         };
         println!(
             "| {level} | {:.3} | {:.3} | {c_ms:.1} | {:.1} | {payoff} |",
-            statement.len() as f64 / whole.len() as f64,
-            statement.len() as f64 / pieces_len as f64,
+            input.len() as f64 / whole.len() as f64,
+            input.len() as f64 / pieces_len as f64,
             t_d.as_secs_f64() * 1e3 / mb,
         );
     }
