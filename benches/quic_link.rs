@@ -18,7 +18,7 @@
 //! over the payload, the emulator's drops, and the sender's quinn counters.
 //! Needs root (network namespaces, TUN).
 
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 #[path = "wan/mod.rs"]
 mod wan;
 
