@@ -90,7 +90,7 @@ impl Controller for BoundedBbr {
         rtt: &RttEstimator,
     ) {
         self.min_rtt = Some(rtt.min());
-        self.rate.on_ack(now, bytes, app_limited, rtt.min());
+        self.rate.on_ack(now, sent, bytes, app_limited, rtt.min());
         self.inner.on_ack(now, sent, bytes, app_limited, rtt);
     }
 
@@ -153,11 +153,16 @@ impl Controller for BoundedBbr {
     }
 }
 
-/// The rate at which acknowledgements arrive, measured over intervals of at
-/// least one minimum RTT (shorter ones would see ACK bursts, not the
-/// path), keeping the largest of the last [`SAMPLES`] intervals in which
-/// the sender always had data waiting. An app-limited interval measures
-/// the application, not the path, and is dropped.
+/// The delivery rate: bytes acknowledged over intervals of at least one
+/// minimum RTT, keeping the largest of the last [`SAMPLES`] intervals in
+/// which the sender always had data waiting (an app-limited interval
+/// measures the application, not the path, and is dropped).
+///
+/// As in BBR's delivery-rate samples, an interval lasts at least as long as
+/// the acknowledged packets took to *send*: a receiver or a link that was
+/// held up and then delivers a backlog at once (ACK compression, common on
+/// a busy machine) makes acknowledgements arrive faster than the path ever
+/// carried the data, but cannot make them older than they are.
 #[derive(Clone, Debug, Default)]
 struct DeliveryRate {
     interval: Option<Interval>,
@@ -170,10 +175,20 @@ struct Interval {
     start: Instant,
     bytes: u64,
     app_limited: bool,
+    /// When the earliest and the latest packet acknowledged in the
+    /// interval were sent.
+    sent: Option<(Instant, Instant)>,
 }
 
 impl DeliveryRate {
-    fn on_ack(&mut self, now: Instant, bytes: u64, app_limited: bool, min_rtt: Duration) {
+    fn on_ack(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        bytes: u64,
+        app_limited: bool,
+        min_rtt: Duration,
+    ) {
         let Some(interval) = &mut self.interval else {
             // The first acknowledgement opens an interval; its own bytes
             // were delivered before it.
@@ -181,15 +196,24 @@ impl DeliveryRate {
                 start: now,
                 bytes: 0,
                 app_limited,
+                sent: None,
             });
             return;
         };
         interval.bytes += bytes;
         interval.app_limited |= app_limited;
-        let elapsed = now.saturating_duration_since(interval.start);
-        if elapsed < min_rtt.max(Duration::from_millis(1)) {
+        interval.sent = Some(match interval.sent {
+            None => (sent, sent),
+            Some((first, last)) => (first.min(sent), last.max(sent)),
+        });
+        let acked_over = now.saturating_duration_since(interval.start);
+        if acked_over < min_rtt.max(Duration::from_millis(1)) {
             return;
         }
+        let sent_over = interval
+            .sent
+            .map_or(Duration::ZERO, |(first, last)| last - first);
+        let elapsed = acked_over.max(sent_over);
         if !interval.app_limited {
             if self.samples.len() == SAMPLES {
                 self.samples.pop_front();
@@ -201,6 +225,7 @@ impl DeliveryRate {
             start: now,
             bytes: 0,
             app_limited: false,
+            sent: None,
         });
     }
 
@@ -216,14 +241,33 @@ mod tests {
     const RTT: Duration = Duration::from_millis(50);
 
     /// Acknowledgements of `rate` bytes per second, one per `step`, from
-    /// `start` for `span`.
+    /// `start` for `span`, each for a packet sent one RTT earlier.
     fn feed(r: &mut DeliveryRate, start: Instant, span: Duration, rate: f64, app_limited: bool) {
         let step = Duration::from_millis(1);
         let mut t = start;
         while t < start + span {
             t += step;
-            r.on_ack(t, (rate * step.as_secs_f64()) as u64, app_limited, RTT);
+            let bytes = (rate * step.as_secs_f64()) as u64;
+            r.on_ack(t, t - RTT, bytes, app_limited, RTT);
         }
+    }
+
+    #[test]
+    fn a_burst_of_late_acknowledgements_is_not_a_faster_path() {
+        // Packets sent at 6.25 MB/s for 200 ms; the receiver was held up
+        // and acknowledges all of them within 50 ms.
+        let mut r = DeliveryRate::default();
+        let t0 = Instant::now();
+        let packets = 1000u32;
+        let sent_span = Duration::from_millis(200);
+        let acked_span = RTT;
+        for i in 0..=packets {
+            let sent = t0 + sent_span * i / packets;
+            let acked = t0 + sent_span + acked_span * i / packets;
+            r.on_ack(acked, sent, 1250, false, RTT);
+        }
+        let max = r.max().unwrap();
+        assert!(max < 6.25e6 * 1.05, "{max}");
     }
 
     #[test]
