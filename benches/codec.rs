@@ -6,7 +6,13 @@
 //! (≈2.6 MB here, one tenth of the article's 27.5 MB), run at 1×, 2× and 4×
 //! to show how cost grows with result size.
 //!
-//! Run: `cargo bench --bench codec`
+//! Last, what each zstd level costs per MB and saves on the benchmark
+//! table's own data (benches/table/data.rs): the large INSERT's statement
+//! (2,000 rows, 5.5 MB) whole, and cut in the 256 KiB pieces the gateway
+//! streams rows in. From these, the link rate below which a level's extra
+//! CPU is paid back by the bytes it saves.
+//!
+//! Run: `cargo bench --bench codec` (`-- --levels` for the zstd levels only)
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -14,6 +20,11 @@ use std::time::{Duration, Instant};
 use myquic::api::pb;
 use myquic::api::{Codec, Encoding};
 use myquic::translate::rows::pack_row;
+
+// Only the data generator is used here.
+#[allow(dead_code)]
+#[path = "table/data.rs"]
+mod data;
 
 fn result(rows: usize) -> pb::QueryResult {
     let fields = (0..11)
@@ -58,6 +69,74 @@ fn time(runs: usize, mut f: impl FnMut()) -> Duration {
 }
 
 fn main() {
+    if std::env::args().all(|a| a != "--levels") {
+        formats_and_encodings();
+    }
+    zstd_levels();
+}
+
+/// zstd levels on the table's rows: size, compress and decompress time
+/// per MB of input, and the break-even link rate against level 3: below
+/// it the level's extra CPU time is smaller than the time its saved bytes
+/// take on the link (the "pieces" size, as rows are streamed).
+fn zstd_levels() {
+    let large = data::large_inserts("large_ins", data::LARGE_INSERT_ROWS).swap_remove(0);
+    zstd_levels_of("the large INSERT statement", large.as_bytes());
+    zstd_levels_of(
+        "the medium INSERT statement",
+        data::medium_insert("medium_ins").as_bytes(),
+    );
+}
+
+fn zstd_levels_of(what: &str, input: &[u8]) {
+    let mb = input.len() as f64 / 1e6;
+    let pieces: Vec<&[u8]> = input.chunks(256 << 10).collect();
+    let mut base: Option<(f64, f64)> = None;
+    println!(
+        "\nzstd on {what} ({} bytes); times per MB of input:\n",
+        input.len()
+    );
+    println!(
+        "| level | ratio, whole | ratio, 256 KiB pieces | compress ms/MB | decompress ms/MB | pays off below (vs level 3) |"
+    );
+    println!("|--:|--:|--:|--:|--:|--:|");
+    for level in [-1, 1, 3, 4, 6, 9, 12, 15, 19] {
+        let whole = zstd::bulk::compress(input, level).unwrap();
+        let pieces_len: usize = pieces
+            .iter()
+            .map(|p| zstd::bulk::compress(p, level).unwrap().len())
+            .sum();
+        let runs = if level >= 12 { 1 } else { 5 };
+        let t_c = time(runs, || {
+            black_box(zstd::bulk::compress(black_box(input), level).unwrap());
+        });
+        let t_d = time(runs, || {
+            black_box(zstd::bulk::decompress(black_box(&whole), input.len()).unwrap());
+        });
+        let (c_ms, out_bytes) = (t_c.as_secs_f64() * 1e3 / mb, pieces_len as f64 / mb);
+        let payoff = match base {
+            None if level == 3 => {
+                base = Some((c_ms, out_bytes));
+                "(baseline)".to_string()
+            }
+            Some((b_ms, b_bytes)) if out_bytes < b_bytes && c_ms > b_ms => {
+                // Bytes saved per MB ÷ extra seconds per MB = bytes/s.
+                let rate = (b_bytes - out_bytes) / ((c_ms - b_ms) / 1e3);
+                format!("{:.1} Mbit/s", rate * 8.0 / 1e6)
+            }
+            Some((_, b_bytes)) if out_bytes >= b_bytes => "never (no smaller)".into(),
+            _ => "–".into(),
+        };
+        println!(
+            "| {level} | {:.3} | {:.3} | {c_ms:.1} | {:.1} | {payoff} |",
+            input.len() as f64 / whole.len() as f64,
+            input.len() as f64 / pieces_len as f64,
+            t_d.as_secs_f64() * 1e3 / mb,
+        );
+    }
+}
+
+fn formats_and_encodings() {
     println!("| rows | proto bytes | encode proto | JSON/proto size | JSON/proto encode time |");
     println!("|---:|---:|---:|---:|---:|");
     for scale in [1, 2, 4] {

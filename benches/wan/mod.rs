@@ -33,6 +33,7 @@
 
 mod link;
 mod ns;
+pub mod quic;
 mod tun;
 
 use std::fs::File;
@@ -81,6 +82,11 @@ pub struct LinkCounters {
     pub lost: u64,
     /// Packets refused by a full queue, both directions.
     pub queue_drops: u64,
+    /// IP bytes the client side put on the link, delivered or not: what a
+    /// sender pays for, retransmissions and dropped packets included.
+    pub to_server_offered_bytes: u64,
+    /// The same from the server side.
+    pub to_client_offered_bytes: u64,
 }
 
 const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
@@ -233,6 +239,8 @@ impl Wan {
             to_client_packets: get(&c.to_client_packets),
             lost: get(&c.lost),
             queue_drops: get(&c.queue_drops),
+            to_server_offered_bytes: get(&c.to_server_offered_bytes),
+            to_client_offered_bytes: get(&c.to_client_offered_bytes),
         }
     }
 
@@ -245,6 +253,8 @@ impl Wan {
             &c.to_client_packets,
             &c.lost,
             &c.queue_drops,
+            &c.to_server_offered_bytes,
+            &c.to_client_offered_bytes,
         ] {
             a.store(0, Ordering::Relaxed);
         }
@@ -281,6 +291,8 @@ struct Counters {
     to_client_packets: AtomicU64,
     lost: AtomicU64,
     queue_drops: AtomicU64,
+    to_server_offered_bytes: AtomicU64,
+    to_client_offered_bytes: AtomicU64,
 }
 
 /// Deletes the namespaces created so far if [`Wan::start`] fails midway.
@@ -384,6 +396,12 @@ fn spawn_direction(
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(_) => break,
                 };
+                let offered = if to_server {
+                    &reader_counters.to_server_offered_bytes
+                } else {
+                    &reader_counters.to_client_offered_bytes
+                };
+                offered.fetch_add(n as u64, Ordering::Relaxed);
                 match direction.admit(Instant::now(), n) {
                     Verdict::Deliver(at) => {
                         if tx.send((at, buf[..n].to_vec())).is_err() {

@@ -144,9 +144,15 @@ impl Encoding {
     }
 }
 
-/// Compression level 3 (zstd's default): on result rows it reaches about
-/// 2.6×, where snappy-class codecs stay near 2×.
-const ZSTD_LEVEL: i32 = 3;
+/// Level 1. On the benchmark's rows (`cargo bench --bench codec --
+/// --levels`, README "Codec") it compresses 256 KiB pieces — the size rows
+/// are streamed in — *smaller* than level 3 (2.76× against 2.66×) in half
+/// the time (4.2 against 7.7 ms/MB); a whole message ends up 2–3 % larger,
+/// which is worth level 3's extra CPU only on links below ~10–15 Mbit/s.
+/// Higher levels save at most 7 % more below level 12 and cost 6–60×
+/// the CPU: they pay off only below ~5 Mbit/s. snappy-class codecs stay
+/// near 2×.
+const ZSTD_LEVEL: i32 = 1;
 
 struct ZstdContexts {
     compressor: zstd::bulk::Compressor<'static>,

@@ -5,6 +5,7 @@
 pub mod activity;
 pub mod admission;
 pub mod client;
+pub mod congestion;
 pub mod counting_io;
 pub mod h2_server;
 pub mod h3_server;

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use quinn::{IdleTimeout, TransportConfig, VarInt};
 
+use super::congestion::BoundedBbrConfig;
+
 /// Concurrent requests on one connection (quinn default: 100); a server
 /// sets its own cap ([`server_transport_config`]).
 const MAX_STREAMS: u32 = 4096;
@@ -25,7 +27,9 @@ const CONNECTION_WINDOW: u32 = 64 << 20;
 const UDP_BUFFER: usize = 4 << 20;
 
 /// Which congestion controller QUIC uses. Cubic and NewReno collapse under
-/// random loss (Mathis limit); BBR does not.
+/// random loss (Mathis limit); BBR does not. `bbr` is quinn's BBR with its
+/// window bounded by the measured bandwidth-delay product
+/// ([`super::congestion`]): unbounded, it overflows router queues.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Congestion {
@@ -174,7 +178,7 @@ fn base(congestion: Congestion) -> TransportConfig {
         .send_window(u64::from(CONNECTION_WINDOW));
     match congestion {
         Congestion::Bbr => {
-            t.congestion_controller_factory(Arc::new(quinn::congestion::BbrConfig::default()));
+            t.congestion_controller_factory(Arc::new(BoundedBbrConfig::default()));
         }
         Congestion::Cubic => {
             t.congestion_controller_factory(Arc::new(quinn::congestion::CubicConfig::default()));
