@@ -5,18 +5,30 @@
 //! a masked CRC-32C of the decoded bytes. It is the Snappy framing format
 //! with S2 blocks of up to 4 MiB.
 //!
-//! Blocks and checksums are `minlz`'s (binary compatible with Go's s2); only
-//! the chunk walk is ours. `minlz::s2::Reader` is not used for reading
+//! Blocks are `minlz`'s (binary compatible with Go's s2); the chunk walk
+//! and the checksum are ours. `minlz::s2::Reader` is not used for reading
 //! untrusted bodies: it recurses once per skippable chunk (a body of 4-byte
 //! padding chunks overflows the stack) and decodes a block before checking
 //! its size. Here a block's decoded size is known from its header, so the
-//! limit is enforced before any of it is allocated.
-
-use std::io::Write;
+//! limit is enforced before any of it is allocated. Its `Writer` is not
+//! used either: its byte-at-a-time CRC-32C costs more than the compression.
 
 /// S2's largest block (klauspost's `maxBlockSize`); Go's reader refuses
 /// larger ones by default, so no conforming writer sends them.
 const MAX_BLOCK: usize = 4 << 20;
+/// The block size Go's `s2.NewWriter` uses by default.
+const WRITE_BLOCK: usize = 1 << 20;
+const IDENTIFIER_CHUNK: &[u8] = b"\xff\x06\x00\x00S2sTwO";
+
+/// CRC-32C, masked as the Snappy framing format says (section 3).
+fn checksum(data: &[u8]) -> u32 {
+    const CRC32C: crc::Crc<u32, crc::Table<16>> =
+        crc::Crc::<u32, crc::Table<16>>::new(&crc::CRC_32_ISCSI);
+    CRC32C
+        .checksum(data)
+        .rotate_right(15)
+        .wrapping_add(0xa282_ead8)
+}
 
 const STREAM_IDENTIFIER: u8 = 0xff;
 const COMPRESSED: u8 = 0x00;
@@ -37,12 +49,23 @@ pub(super) enum S2Error {
 /// The stream of `data`, as one message (S2 stream format, default level:
 /// what Go's `s2.NewWriter` without options writes).
 pub(super) fn compress(data: &[u8]) -> Vec<u8> {
-    let mut writer = minlz::s2::Writer::new(Vec::with_capacity(data.len() / 2 + 64));
-    writer
-        .write_all(data)
-        .and_then(|()| writer.flush())
-        .expect("writing to a Vec cannot fail");
-    std::mem::take(writer.get_mut())
+    let mut out = Vec::with_capacity(data.len() / 2 + 64);
+    out.extend_from_slice(IDENTIFIER_CHUNK);
+    for block in data.chunks(WRITE_BLOCK) {
+        let packed = minlz::s2::encode(block);
+        // Go's rule: a block that does not shrink by 1/32 goes as it is.
+        let (kind, payload) = if packed.len() <= block.len() - block.len() / 32 - 5 {
+            (COMPRESSED, &packed[..])
+        } else {
+            (UNCOMPRESSED, block)
+        };
+        let len = (payload.len() + 4) as u32;
+        out.push(kind);
+        out.extend_from_slice(&len.to_le_bytes()[..3]);
+        out.extend_from_slice(&checksum(block).to_le_bytes());
+        out.extend_from_slice(payload);
+    }
+    out
 }
 
 /// Decodes a whole stream, refusing to produce more than `limit` bytes.
@@ -68,7 +91,7 @@ pub(super) fn decompress(mut body: &[u8], limit: usize) -> Result<Vec<u8>, S2Err
             }
             _ if !identified => return Err(S2Error::Corrupt("no stream identifier")),
             COMPRESSED | UNCOMPRESSED => {
-                let (checksum, payload) = chunk
+                let (crc, payload) = chunk
                     .split_first_chunk::<4>()
                     .ok_or(S2Error::Corrupt("data chunk without a checksum"))?;
                 let start = out.len();
@@ -93,7 +116,7 @@ pub(super) fn decompress(mut body: &[u8], limit: usize) -> Result<Vec<u8>, S2Err
                 } else {
                     out[start..].copy_from_slice(payload);
                 }
-                if minlz::crc::crc(&out[start..]) != u32::from_le_bytes(*checksum) {
+                if checksum(&out[start..]) != u32::from_le_bytes(*crc) {
                     return Err(S2Error::Corrupt("checksum mismatch"));
                 }
             }
@@ -152,9 +175,26 @@ mod tests {
                 .decompress_vec(&GO_STREAM[18..])
                 .is_err()
         );
-        let ours = compress(&plain);
-        assert_eq!(&ours[..10], b"\xff\x06\x00\x00S2sTwO");
-        assert_eq!(decompress(&ours, plain.len()).unwrap(), plain);
+        // Ours, as minlz's reference-compatible reader reads it: compressed
+        // and uncompressed blocks, several of them.
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let noise: Vec<u8> = (0..300_000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 32) as u8
+            })
+            .collect();
+        assert_eq!(compress(&noise)[10], UNCOMPRESSED, "noise does not shrink");
+        for data in [plain, b"psdb ".repeat(500_000), noise] {
+            let ours = compress(&data);
+            assert_eq!(&ours[..10], IDENTIFIER_CHUNK);
+            let mut read = Vec::new();
+            std::io::Read::read_to_end(&mut minlz::s2::Reader::new(&ours[..]), &mut read).unwrap();
+            assert_eq!(read, data);
+            assert_eq!(decompress(&ours, data.len()).unwrap(), data);
+        }
     }
 
     #[test]
