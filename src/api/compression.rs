@@ -28,8 +28,8 @@ pub enum Encoding {
 }
 
 /// Names we accept, most preferred first; advertised in `Accept-Encoding`.
-/// S2 before snappy: it compresses better at the same speed, and a client
-/// that offers both reads either.
+/// S2 before snappy: a smaller body (0.22 vs 0.25 of it in
+/// benches/codec.rs), and what PlanetScale's clients send and ask for.
 pub const SUPPORTED: &str = "zstd, s2, snappy, gzip";
 
 impl Encoding {
