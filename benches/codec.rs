@@ -167,7 +167,12 @@ fn formats_and_encodings() {
     println!();
     println!("| encoding | size vs identity | compress time vs copy | decompress time vs copy |");
     println!("|---|---:|---:|---:|");
-    for enc in [Encoding::Snappy, Encoding::Zstd, Encoding::Gzip] {
+    for enc in [
+        Encoding::Snappy,
+        Encoding::S2,
+        Encoding::Zstd,
+        Encoding::Gzip,
+    ] {
         let packed = enc.compress(&body);
         let t_c = time(7, || {
             black_box(enc.compress(black_box(&body)));

@@ -207,6 +207,7 @@ async fn compression_both_ways() {
     for (encodings, transport) in [
         (vec![Encoding::Zstd, Encoding::Snappy], Http3),
         (vec![Encoding::Snappy], Http2),
+        (vec![Encoding::S2, Encoding::Gzip], Http2),
     ] {
         let mut config = client_config(stack.addr(), &stack.cert, transport);
         config.accept_encodings = encodings.clone();

@@ -725,7 +725,12 @@ async fn prepare_and_bind_variables() {
 #[tokio::test(flavor = "multi_thread")]
 async fn compression_is_negotiated() {
     let stack = Stack::start_with(|c| c.limits.compress_min_bytes = 0).await;
-    for encoding in [Encoding::Snappy, Encoding::Zstd, Encoding::Gzip] {
+    for encoding in [
+        Encoding::Snappy,
+        Encoding::S2,
+        Encoding::Zstd,
+        Encoding::Gzip,
+    ] {
         let mut client = stack.client(Version::H3, Codec::Proto).await;
         client.encoding = encoding;
         let answer = client
@@ -761,6 +766,15 @@ async fn compression_is_negotiated() {
         )
         .await;
     assert_eq!(answer.headers.get("content-encoding").unwrap(), "zstd");
+    // PlanetScale's Go client asks for `s2, gzip`.
+    client.accept = Some("s2, gzip");
+    let answer = client
+        .raw(
+            Method::Execute,
+            Bytes::from_static(br#"{"query":"select 1"}"#),
+        )
+        .await;
+    assert_eq!(answer.headers.get("content-encoding").unwrap(), "s2");
     client.accept = None;
     client.encoding = Encoding::Gzip;
     let mut req = client.clone();
@@ -808,13 +822,16 @@ async fn limits_are_enforced_with_clear_errors() {
     assert_eq!(err.code, Code::ResourceExhausted);
     assert!(err.message.contains("max_request_bytes"), "{}", err.message);
     // A decompression bomb is stopped at the same limit.
-    let mut zipped = client.clone();
-    zipped.encoding = Encoding::Zstd;
-    let bomb = format!(r#"{{"query":"SELECT '{}'"}}"#, "x".repeat(100_000));
-    assert_eq!(
-        zipped.raw(Method::Execute, Bytes::from(bomb)).await.status,
-        429
-    );
+    for encoding in [Encoding::Zstd, Encoding::S2] {
+        let mut zipped = client.clone();
+        zipped.encoding = encoding;
+        let bomb = format!(r#"{{"query":"SELECT '{}'"}}"#, "x".repeat(100_000));
+        assert_eq!(
+            zipped.raw(Method::Execute, Bytes::from(bomb)).await.status,
+            429,
+            "{encoding:?}"
+        );
+    }
 
     let resp = client
         .execute(None, "SELECT BENCHMARK(10000000000, MD5('x'))")
@@ -909,6 +926,41 @@ async fn planetscale_database_js_works_unmodified() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+}
+
+/// PlanetScale's Go client library (`github.com/planetscale/psdb`, what
+/// psdbproxy is built on), unmodified, against the gateway over HTTP/2:
+/// S2 on every request and answer, compared with go-sql-driver directly
+/// against the same MariaDB (tests/compat/psdb-go, built by tests/run).
+#[tokio::test(flavor = "multi_thread")]
+async fn planetscale_psdb_go_client_works_unmodified() {
+    let stack = Stack::start().await;
+    let program =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/compat/psdb-go/bin/psdbgo");
+    assert!(
+        program.exists(),
+        "run tests/compat/psdb-go/setup first (tests/run does)"
+    );
+    let out = tokio::process::Command::new(&program)
+        .env("MYQUIC_ADDR", stack.addr().to_string())
+        .env("MYQUIC_CA", &stack.cert)
+        .env("MYQUIC_USER", USER)
+        .env("MYQUIC_PASSWORD", PASSWORD)
+        .env(
+            "MYQUIC_DIRECT_DSN",
+            format!("app:app-backend-pw@unix({})/app", stack.db.socket.display()),
+        )
+        .output()
+        .await
+        .expect("running the psdb Go client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "psdb Go client checks failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+    println!("{stdout}");
 }
 
 /// Production TLS: certificate and key from PEM files; the Connect

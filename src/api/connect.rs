@@ -342,8 +342,12 @@ mod tests {
             let mut buf = BytesMut::from(&body[..]);
             while let Ok(Some(envelope)) = take_envelope(&mut buf, 1 << 16) {
                 let message = if envelope.flags & FLAG_COMPRESSED != 0 {
-                    let encoding =
-                        [Encoding::Zstd, Encoding::Snappy, Encoding::Gzip][rng.random_range(0..3)];
+                    let encoding = [
+                        Encoding::Zstd,
+                        Encoding::Snappy,
+                        Encoding::Gzip,
+                        Encoding::S2,
+                    ][rng.random_range(0..4)];
                     match encoding.decompress(envelope.payload, 1 << 16) {
                         Ok(m) => m,
                         Err(_) => continue,

@@ -5,6 +5,7 @@ pub mod compression;
 pub mod connect;
 pub mod error;
 pub mod pb;
+mod s2_stream;
 mod text_fields;
 
 pub use compression::Encoding;

@@ -105,6 +105,7 @@ fn bit(encoding: Encoding) -> u8 {
         Encoding::Gzip => 1,
         Encoding::Zstd => 2,
         Encoding::Snappy => 4,
+        Encoding::S2 => 8,
     }
 }
 
@@ -644,6 +645,19 @@ mod tests {
                 .unwrap(),
         );
         assert!(built.headers()[header::AUTHORIZATION].is_sensitive());
+    }
+
+    /// Against PlanetScale's endpoint (`s2, gzip`, no zstd) the sidecar's
+    /// default offer sends S2, which that server reads.
+    #[test]
+    fn the_default_offer_uses_s2_where_zstd_is_not_taken() {
+        let w = wire(vec![Encoding::Zstd, Encoding::S2, Encoding::Snappy]);
+        w.learn(&accepting("accept-encoding", "s2, gzip"), Framing::Unary);
+        let big = Bytes::from(b"SELECT 1 /* padding */ ".repeat(100));
+        let request = w.unary(Method::Execute, big.clone());
+        assert_eq!(request.headers[header::CONTENT_ENCODING], "s2");
+        assert_eq!(&request.body[4..10], b"S2sTwO");
+        assert_eq!(Encoding::S2.decompress(request.body, 1 << 20).unwrap(), big);
     }
 
     /// A request over the limit the gateway announced is refused unsent,

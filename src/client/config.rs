@@ -139,7 +139,7 @@ impl ClientConfig {
             connect_timeout: defaults::CONNECT_TIMEOUT,
             reconnect_backoff: Backoff::default(),
             compress_min_bytes: defaults::COMPRESS_MIN_BYTES,
-            accept_encodings: vec![Encoding::Zstd, Encoding::Snappy],
+            accept_encodings: vec![Encoding::Zstd, Encoding::S2, Encoding::Snappy],
             max_message_bytes: 128 << 20,
             congestion: Congestion::default(),
             tcp_congestion: None,

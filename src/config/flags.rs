@@ -125,7 +125,7 @@ pub struct SidecarFlags {
     #[arg(long, value_enum)]
     pub upstream_transport: Option<TransportPreference>,
     /// Codecs for bodies to and from the gateway, comma-separated
-    /// (zstd,snappy,gzip), or none [sidecar.upstream.compression;
+    /// (zstd,s2,snappy,gzip), or none [sidecar.upstream.compression;
     /// env MYQUIC_SIDECAR_UPSTREAM_COMPRESSION].
     #[arg(long)]
     pub upstream_compression: Option<Codecs>,

@@ -215,7 +215,7 @@ impl SidecarConfig {
             if !matches!(Encoding::from_name(name), Some(e) if e != Encoding::Identity) {
                 return Err(invalid(
                     "sidecar.upstream.compression",
-                    &format!("{name:?}: use zstd, snappy or gzip (an empty list for none)"),
+                    &format!("{name:?}: use zstd, s2, snappy or gzip (an empty list for none)"),
                 ));
             }
         }

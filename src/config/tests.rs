@@ -311,7 +311,7 @@ fn sidecar_precedence() {
             env: "snappy, zstd",
             arg: "none",
             get: |c| c.upstream.compression.join(","),
-            shown: ["zstd,snappy", "gzip", "snappy,zstd", ""],
+            shown: ["zstd,s2,snappy", "gzip", "snappy,zstd", ""],
         },
         Key {
             flag: "upstream-congestion",

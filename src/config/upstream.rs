@@ -46,7 +46,7 @@ pub struct UpstreamConfig {
     pub connect_timeout: Duration,
     /// Request bodies at least this large are compressed.
     pub compress_min_bytes: usize,
-    /// Codecs offered for responses and used for requests (`zstd`,
+    /// Codecs offered for responses and used for requests (`zstd`, `s2`,
     /// `snappy`, `gzip`), most preferred first; empty: none.
     pub compression: Vec<String>,
     /// QUIC congestion controller: `bbr`, `cubic` or `newreno`.
@@ -110,7 +110,7 @@ impl Default for UpstreamConfig {
             idle_timeout: defaults::IDLE_TIMEOUT,
             connect_timeout: defaults::CONNECT_TIMEOUT,
             compress_min_bytes: defaults::COMPRESS_MIN_BYTES,
-            compression: vec!["zstd".into(), "snappy".into()],
+            compression: vec!["zstd".into(), "s2".into(), "snappy".into()],
             congestion: Congestion::default(),
             tcp_congestion: None,
         }
