@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::driver::{Job, Outcome, Shape};
 use super::net::Net;
+use super::perf;
 use super::procs::{self, RssPeak};
 use super::stack::Client;
 
@@ -148,6 +149,13 @@ impl Measure<'_> {
         let cpu0: Vec<Duration> = watched.iter().map(|&p| procs::cpu_time(p)).collect();
         let rss0: Vec<u64> = watched.iter().map(|&p| procs::rss(p)).collect();
         let peak = RssPeak::start(&watched);
+        let cell_name = format!("{}-{}-{}", self.net.id, job.shape.label(), client.name);
+        let perf: Vec<_> = watched
+            .iter()
+            .zip(["gateway", "sidecar"])
+            .filter(|_| client.proc.is_some())
+            .filter_map(|(&pid, role)| perf::watch(pid, &cell_name, role))
+            .collect();
         writeln!(stdin, "go")?;
         line.clear();
         stdout.read_line(&mut line)?;
@@ -159,6 +167,9 @@ impl Measure<'_> {
         let _ = watchdog.join();
         let out: Outcome = serde_json::from_str(line.trim())
             .map_err(|e| anyhow::anyhow!("driver output {line:?}: {e}"))?;
+        for watch in perf {
+            watch.finish(out.latencies_us.len());
+        }
         let ops = out.latencies_us.len().max(1) as f64;
         cell.to_server_bytes = wire.to_server;
         cell.to_client_bytes = wire.to_client;
