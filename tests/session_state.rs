@@ -76,7 +76,13 @@ async fn transaction_state_follows_without_queries_of_the_gateways() {
     for conn in [&mut via, &mut direct] {
         let before = com_select(conn).await;
         let mut steps = Vec::new();
-        for sql in ["BEGIN", "SELECT 1", "COMMIT", "START TRANSACTION", "ROLLBACK"] {
+        for sql in [
+            "BEGIN",
+            "SELECT 1",
+            "COMMIT",
+            "START TRANSACTION",
+            "ROLLBACK",
+        ] {
             conn.query_drop(sql).await.unwrap();
             steps.push((sql, in_transaction(conn).await));
         }

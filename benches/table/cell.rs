@@ -149,7 +149,13 @@ impl Measure<'_> {
         let cpu0: Vec<Duration> = watched.iter().map(|&p| procs::cpu_time(p)).collect();
         let rss0: Vec<u64> = watched.iter().map(|&p| procs::rss(p)).collect();
         let peak = RssPeak::start(&watched);
-        let cell_name = format!("{}-{}-{}", self.net.id, job.shape.label(), client.name);
+        let cell_name = format!(
+            "{}-{}-x{}-{}",
+            self.net.id,
+            job.shape.label(),
+            job.concurrency,
+            client.name
+        );
         let perf: Vec<_> = watched
             .iter()
             .zip(["gateway", "sidecar"])

@@ -1,14 +1,14 @@
 //! Optional `perf` around a cell's timed phase, for the "where the time
 //! goes" tables of `benches/results/profiles/`: with `MQ_BENCH_PERF=DIR`,
 //! each watched process (gateway, sidecar) of each cell gets
-//! - `DIR/<cell>-<role>.stat`: `perf stat` counts (context switches,
+//! - `DIR/<cell>__<role>.stat`: `perf stat` counts (context switches,
 //!   syscalls by name, and libc `malloc`/`realloc`/`calloc` calls through
 //!   uprobes, so allocations are counted without changing the binary);
-//! - `DIR/<cell>-<role>.cpu`: user and system CPU ticks from `/proc` and
+//! - `DIR/<cell>__<role>.cpu`: user and system CPU ticks from `/proc` and
 //!   the cell's operation count, to divide the counts by;
-//! - with `MQ_BENCH_PERF_RECORD=<substring of the cell name>`, also
-//!   `DIR/<cell>-<role>.data` from `perf record --call-graph dwarf`, for
-//!   flame graphs.
+//! - with `MQ_BENCH_PERF_RECORD=<substrings of cell names, comma-separated>`,
+//!   those cells get `DIR/<cell>__<role>.data` from `perf record
+//!   --call-graph dwarf` (for flame graphs) instead of the counts.
 //!
 //! `perf` slows what it watches (the uprobes most): the figures of a run
 //! with `MQ_BENCH_PERF` are counts, not timings.
@@ -33,11 +33,11 @@ pub fn watch(pid: u32, cell: &str, role: &str) -> Option<Watch> {
     let dir = PathBuf::from(std::env::var_os("MQ_BENCH_PERF")?);
     std::fs::create_dir_all(&dir).ok()?;
     ensure_alloc_probes();
-    let name: String = format!("{cell}-{role}")
+    let cell: String = cell
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
-    let base = dir.join(name);
+    let base = dir.join(format!("{cell}__{role}"));
     let mut events = vec![
         "task-clock".to_string(),
         "context-switches".to_string(),
@@ -46,29 +46,30 @@ pub fn watch(pid: u32, cell: &str, role: &str) -> Option<Watch> {
         "syscalls:sys_enter_*".to_string(),
     ];
     events.extend(ALLOC_PROBES.iter().map(|p| format!("probe_libc:{p}")));
-    let mut children = Vec::new();
-    let stat = Command::new("perf")
-        .args(["stat", "-x", ",", "--no-big-num", "-p", &pid.to_string()])
-        .arg("-o")
-        .arg(base.with_extension("stat"))
-        .args(events.iter().flat_map(|e| ["-e", e.as_str()]))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn();
-    children.extend(stat.ok());
+    // A recorded cell is not counted: the uprobes would fill its profile.
     let record_wanted = std::env::var("MQ_BENCH_PERF_RECORD")
         .ok()
-        .is_some_and(|w| !w.is_empty() && cell.contains(&w));
-    if record_wanted {
-        let record = Command::new("perf")
-            .args(["record", "-F", "999", "--call-graph", "dwarf,16384", "-g"])
+        .is_some_and(|w| w.split(',').any(|w| !w.is_empty() && cell.contains(w)));
+    let mut children = Vec::new();
+    let perf = if record_wanted {
+        Command::new("perf")
+            .args(["record", "-F", "999", "--call-graph", "dwarf,65528"])
             .args(["-p", &pid.to_string(), "-o"])
             .arg(base.with_extension("data"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .spawn();
-        children.extend(record.ok());
-    }
+            .spawn()
+    } else {
+        Command::new("perf")
+            .args(["stat", "-x", ",", "--no-big-num", "-p", &pid.to_string()])
+            .arg("-o")
+            .arg(base.with_extension("stat"))
+            .args(events.iter().flat_map(|e| ["-e", e.as_str()]))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+    };
+    children.extend(perf.ok());
     // perf attaches asynchronously; a moment lets it catch the start.
     std::thread::sleep(std::time::Duration::from_millis(300));
     Some(Watch {

@@ -28,8 +28,17 @@ pub fn keeps_session_state(sql: &[u8], dialect: &Dialect) -> bool {
 /// wait_timeout` inside it would go unseen, until the next `SET`).
 pub fn keeps_session_variables(sql: &[u8], dialect: &Dialect) -> bool {
     const TRANSACTION_AND_SCHEMA: &[&str] = &[
-        "BEGIN", "START", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "CREATE", "ALTER",
-        "RENAME", "TRUNCATE", "CALL",
+        "BEGIN",
+        "START",
+        "COMMIT",
+        "ROLLBACK",
+        "SAVEPOINT",
+        "RELEASE",
+        "CREATE",
+        "ALTER",
+        "RENAME",
+        "TRUNCATE",
+        "CALL",
     ];
     single_statement_of(sql, dialect, &[PLAIN, TRANSACTION_AND_SCHEMA])
 }
@@ -402,7 +411,10 @@ mod tests {
             "/*!40101 set sql_mode='' */",
             "",
         ] {
-            assert!(!keeps_session_variables(changed.as_bytes(), &D), "{changed}");
+            assert!(
+                !keeps_session_variables(changed.as_bytes(), &D),
+                "{changed}"
+            );
         }
         assert_eq!(
             leading_keyword(b"-- x\n# y\n  update t"),

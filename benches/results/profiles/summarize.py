@@ -38,7 +38,7 @@ def main():
     print("|---|---|--:|--:|--:|--:|--:|---|")
     for stat in sorted(glob.glob(os.path.join(d, "*.stat"))):
         base = stat[:-5]
-        cell, proc = base.rsplit("-", 1)
+        cell, proc = base.rsplit("__", 1)
         if role and proc != role:
             continue
         if not os.path.exists(base + ".cpu"):
