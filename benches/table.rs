@@ -23,6 +23,7 @@ mod table {
     pub mod driver;
     pub mod mariadb;
     pub mod net;
+    pub mod perf;
     pub mod procs;
     pub mod report;
     pub mod run;

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::driver::{Job, Outcome, Shape};
 use super::net::Net;
+use super::perf;
 use super::procs::{self, RssPeak};
 use super::stack::Client;
 
@@ -180,6 +181,18 @@ impl Measure<'_> {
         let use0: Vec<procs::Usage> = pids.iter().map(|&p| procs::usage(p)).collect();
         let rss0: Vec<u64> = pids.iter().map(|&p| procs::rss(p)).collect();
         let peak = RssPeak::start(&pids);
+        let cell_name = format!(
+            "{}-{}-x{}-{}",
+            self.net.id,
+            job.shape.label(),
+            job.concurrency,
+            client.name
+        );
+        let perf: Vec<_> = watched
+            .iter()
+            .filter(|(role, _)| *role != "mariadb")
+            .filter_map(|&(role, pid)| perf::watch(pid, &cell_name, role))
+            .collect();
         writeln!(stdin, "go")?;
         line.clear();
         stdout.read_line(&mut line)?;
@@ -191,6 +204,9 @@ impl Measure<'_> {
         let _ = watchdog.join();
         let out: Outcome = serde_json::from_str(line.trim())
             .map_err(|e| anyhow::anyhow!("driver output {line:?}: {e}"))?;
+        for watch in perf {
+            watch.finish(out.latencies_us.len());
+        }
         let ops = out.latencies_us.len().max(1) as f64;
         cell.to_server_bytes = wire.to_server;
         cell.to_client_bytes = wire.to_client;

@@ -339,14 +339,28 @@ pub async fn session_facts(conn: &mut Conn) -> Result<SessionFacts, BackendError
     })
 }
 
-/// Whether the server's last OK packet had `SERVER_STATUS_NO_BACKSLASH_ESCAPES`
-/// set (`None` after an error): it tells, at no cost, that the session's
-/// `sql_mode` turned that mode on or off.
-pub fn no_backslash_escapes(conn: &Conn) -> Option<bool> {
+/// What the status flags of the server's last OK packet say about the
+/// session: every statement's final OK carries them, so they cost nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OkStatus {
+    /// `SERVER_STATUS_IN_TRANS`: what `@@in_transaction` reads.
+    pub in_transaction: bool,
+    pub autocommit: bool,
+    /// The session's `sql_mode` has `NO_BACKSLASH_ESCAPES`.
+    pub no_backslash_escapes: bool,
+}
+
+/// The last OK packet's [`OkStatus`] (`None` after an error, whose packet
+/// carries no status).
+pub fn ok_status(conn: &Conn) -> Option<OkStatus> {
     use mysql_common::constants::StatusFlags;
     conn.last_ok_packet().map(|ok| {
-        ok.status_flags()
-            .contains(StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES)
+        let flags = ok.status_flags();
+        OkStatus {
+            in_transaction: flags.contains(StatusFlags::SERVER_STATUS_IN_TRANS),
+            autocommit: flags.contains(StatusFlags::SERVER_STATUS_AUTOCOMMIT),
+            no_backslash_escapes: flags.contains(StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES),
+        }
     })
 }
 

@@ -407,16 +407,25 @@ impl Rpc {
                 } else {
                     Vec::new()
                 };
-                // With autocommit off, even a plain statement opens a
-                // transaction; and a mode the OK packet's status reports
-                // other than the session's belief (the server's default, a
-                // routine) must be read before the next scan.
-                let escapes_moved = backend::no_backslash_escapes(conn)
-                    .is_some_and(|nbe| nbe == dialect.backslash_escapes);
-                let may_change = !statement::keeps_session_state(sql, dialect)
-                    || (!state.autocommit && !state.in_transaction)
-                    || escapes_moved;
-                if may_change {
+                // The OK packet tells the transaction and autocommit
+                // (with autocommit off even a SELECT opens a transaction).
+                // The rest of what `session_facts` reads is asked for only
+                // after a statement that may have changed it, or when the
+                // packet's NO_BACKSLASH_ESCAPES disagrees with the session's
+                // belief (a mode set by the server's default): every query
+                // of ours is visible to the client (the row number of its
+                // next warning, `Com_select`, the optimizer trace).
+                let status = backend::ok_status(conn);
+                if let Some(status) = status {
+                    state.in_transaction = status.in_transaction;
+                    state.autocommit = status.autocommit;
+                }
+                let escapes_moved =
+                    status.is_some_and(|s| s.no_backslash_escapes == dialect.backslash_escapes);
+                if status.is_none()
+                    || escapes_moved
+                    || !statement::keeps_session_variables(sql, dialect)
+                {
                     self.refresh_session_state(lease).await;
                 }
                 Ran {
@@ -426,9 +435,17 @@ impl Rpc {
             }
             Err(BackendError::Sql(e)) => {
                 state.warnings.clear();
-                // Deadlocks and lock timeouts can roll the transaction back
-                // (and a multi-statement may have run a `USE` before failing).
-                self.refresh_session_state(lease).await;
+                // An error packet carries no status. Deadlocks and lock
+                // timeouts can roll a transaction back, a routine may have
+                // opened one before failing, and a multi-statement may have
+                // run a `USE`: ask, unless a failed data statement outside
+                // any transaction could have changed none of it.
+                let unchanged = state.autocommit
+                    && !state.in_transaction
+                    && statement::keeps_session_state(sql, dialect);
+                if !unchanged {
+                    self.refresh_session_state(lease).await;
+                }
                 Ran {
                     outcome: None,
                     error: Some(to_rpc_error(&e)),

@@ -19,6 +19,7 @@ use crate::telemetry::TraceId;
 use crate::api::compression::SUPPORTED;
 use crate::api::connect::take_envelope;
 use crate::api::{ApiError, Code, Codec, Encoding, Framing, MAX_REQUEST_BYTES_HEADER, Method};
+use crate::transport::run_to_end::RunToEnd;
 use crate::transport::{Body, BodyError, Chunks, Handler, Request, Response};
 
 use super::auth::{Account, Accounts};
@@ -319,7 +320,9 @@ impl Service {
                 let service = self.clone();
                 let transport = request.version.as_str();
                 let in_flight = InFlight::new(&self.in_flight);
-                tokio::spawn(
+                // The statement runs as the transport reads the body (on
+                // its task), and to its end even if the client goes.
+                let producer = RunToEnd::new(
                     async move {
                         let started = Instant::now();
                         service.rpc.stream_execute(account, req, sink).await;
@@ -332,7 +335,11 @@ impl Service {
                     }
                     .in_current_span(),
                 );
-                Ok(stream_response(wire, rx))
+                let mut response = stream_response(wire, rx);
+                if let Body::Stream(chunks) = response.body {
+                    response.body = Body::Stream(chunks.with_producer(producer));
+                }
+                Ok(response)
             }
         }
     }
@@ -355,14 +362,22 @@ impl Service {
     }
 }
 
-/// Runs a statement-executing call in its own task: a client that hangs up
-/// must not cancel it halfway and leave the session torn.
+/// Runs a statement-executing call on the request's task, but to its end:
+/// a client that hangs up must not cancel it halfway and leave the session
+/// torn (see [`RunToEnd`]).
 async fn detached<T: Send + 'static>(
     call: impl Future<Output = Result<T, ApiError>> + Send + 'static,
 ) -> Result<T, ApiError> {
-    tokio::spawn(call.in_current_span())
-        .await
-        .map_err(|e| ApiError::new(Code::Internal, e.to_string()))?
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    RunToEnd::new(
+        async move {
+            let _ = tx.send(call.await);
+        }
+        .in_current_span(),
+    )
+    .await;
+    rx.await
+        .map_err(|_| ApiError::new(Code::Internal, "the call ended without an answer"))?
 }
 
 /// The one place gateway API errors become HTTP: unary calls get the

@@ -17,6 +17,32 @@ pub fn keeps_session_state(sql: &[u8], dialect: &Dialect) -> bool {
     single_statement_of(sql, dialect, &[PLAIN])
 }
 
+/// True if `sql` is a single statement that leaves the session's default
+/// database, character set, `sql_mode` and `wait_timeout` as they were
+/// (whatever it does to the transaction, which the status flags of every
+/// OK packet report): a [`keeps_session_state`] statement, transaction
+/// control, DDL other than `DROP` (`DROP DATABASE` can take the default
+/// database away), or `CALL` (a routine runs with the `sql_mode`,
+/// character set and database it was created with, and the server
+/// restores the caller's when it returns; only a `SET SESSION
+/// wait_timeout` inside it would go unseen, until the next `SET`).
+pub fn keeps_session_variables(sql: &[u8], dialect: &Dialect) -> bool {
+    const TRANSACTION_AND_SCHEMA: &[&str] = &[
+        "BEGIN",
+        "START",
+        "COMMIT",
+        "ROLLBACK",
+        "SAVEPOINT",
+        "RELEASE",
+        "CREATE",
+        "ALTER",
+        "RENAME",
+        "TRUNCATE",
+        "CALL",
+    ];
+    single_statement_of(sql, dialect, &[PLAIN, TRANSACTION_AND_SCHEMA])
+}
+
 /// Data statements: one result each, and no effect on the session.
 const PLAIN: &[&str] = &[
     "SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE", "SHOW", "DESCRIBE", "DESC", "EXPLAIN",
@@ -360,6 +386,36 @@ mod tests {
         ));
         assert!(!keeps_session_state("drop database test".as_bytes(), &D));
         assert!(!keeps_session_state("".as_bytes(), &D));
+        // What may change the session's variables or database, beyond
+        // the transaction the OK packet reports.
+        for kept in [
+            "select 1",
+            "BEGIN",
+            "start transaction read only",
+            "commit",
+            "rollback to savepoint s",
+            "create table t (a int)",
+            "alter table t add b int",
+            "call p('alpha', 'abcdef')",
+        ] {
+            assert!(keeps_session_variables(kept.as_bytes(), &D), "{kept}");
+        }
+        for changed in [
+            "set names latin1",
+            "set autocommit=0",
+            "use test",
+            "drop database test",
+            "execute s",
+            "call p(); set names latin1",
+            "begin not atomic set names latin1; end",
+            "/*!40101 set sql_mode='' */",
+            "",
+        ] {
+            assert!(
+                !keeps_session_variables(changed.as_bytes(), &D),
+                "{changed}"
+            );
+        }
         assert_eq!(
             leading_keyword(b"-- x\n# y\n  update t"),
             Some(&b"update"[..])

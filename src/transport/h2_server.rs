@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited, StreamBody, combinators::BoxBody};
+use http_body_util::{BodyExt, Full, Limited, StreamBody, combinators::UnsyncBoxBody};
 use hyper::body::{Frame, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
@@ -19,7 +19,7 @@ use super::counting_io::CountingIo;
 use super::tls::{ALPN_H2, ALPN_HTTP1, Identity, TlsError};
 use super::{Body, BodyError, ConnectionLimits, Handler, HttpVersion, Request, RequestBody};
 
-type ResponseBody = BoxBody<Bytes, Infallible>;
+type ResponseBody = UnsyncBoxBody<Bytes, Infallible>;
 
 /// How long a drained connection whose requests are all answered waits
 /// for the client to close it after GOAWAY.
@@ -140,7 +140,7 @@ impl Connection {
                             body,
                             _in_flight: in_flight,
                         }
-                        .boxed()
+                        .boxed_unsync()
                     }))
                 }
             })
@@ -234,7 +234,7 @@ async fn handle(
         })
         .await;
     let body: ResponseBody = match response.body {
-        Body::Full(bytes) => Full::new(bytes).boxed(),
+        Body::Full(bytes) => Full::new(bytes).boxed_unsync(),
         Body::Stream(chunks) => {
             let frames = futures_util::stream::unfold(chunks, |mut chunks| async move {
                 chunks
@@ -242,7 +242,7 @@ async fn handle(
                     .await
                     .map(|chunk| (Ok::<_, Infallible>(Frame::data(chunk)), chunks))
             });
-            StreamBody::new(frames).boxed()
+            StreamBody::new(frames).boxed_unsync()
         }
     };
     let mut out = http::Response::new(body);

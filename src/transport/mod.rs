@@ -10,6 +10,7 @@ pub mod counting_io;
 pub mod h2_server;
 pub mod h3_server;
 pub mod quic;
+pub mod run_to_end;
 pub mod tcp;
 pub mod tls;
 
@@ -135,6 +136,9 @@ pub enum Body {
 pub struct Chunks {
     rx: mpsc::Receiver<Bytes>,
     keepalive: Option<(Duration, Bytes)>,
+    /// What fills the channel, driven while the body is read (see
+    /// [`Chunks::with_producer`]).
+    producer: Option<run_to_end::RunToEnd>,
 }
 
 impl Chunks {
@@ -142,7 +146,17 @@ impl Chunks {
         Self {
             rx,
             keepalive: None,
+            producer: None,
         }
+    }
+
+    /// Runs `producer` on the task that writes the body, whenever it waits
+    /// for a chunk: no task of its own, no wake-up across threads per
+    /// chunk. Dropped before its end (the client went away), it finishes
+    /// in a task of its own, seeing the channel closed.
+    pub fn with_producer(mut self, producer: run_to_end::RunToEnd) -> Self {
+        self.producer = Some(producer);
+        self
     }
 
     /// Writes `chunk` after each `every` of silence. It must mean nothing
@@ -155,13 +169,35 @@ impl Chunks {
 
     /// The next chunk to write; `None` at the end of the body.
     pub async fn next(&mut self) -> Option<Bytes> {
-        let Some((every, chunk)) = &self.keepalive else {
-            return self.rx.recv().await;
+        let Self {
+            rx,
+            keepalive,
+            producer,
+        } = self;
+        let recv = async {
+            let Some((every, chunk)) = keepalive else {
+                return rx.recv().await;
+            };
+            // A ready chunk never arms the timer.
+            match tokio::time::timeout(*every, rx.recv()).await {
+                Ok(next) => next,
+                Err(_) => Some(chunk.clone()),
+            }
         };
-        // A ready chunk never arms the timer.
-        match tokio::time::timeout(*every, self.rx.recv()).await {
-            Ok(next) => next,
-            Err(_) => Some(chunk.clone()),
+        // The producer first, so what it can make now is read at once.
+        let drive = std::future::poll_fn(|cx| {
+            if let Some(work) = producer.as_mut()
+                && Pin::new(work).poll(cx).is_ready()
+            {
+                *producer = None;
+            }
+            // Never the body's end: that is the channel's to tell.
+            std::task::Poll::<Option<Bytes>>::Pending
+        });
+        tokio::select! {
+            biased;
+            next = drive => next,
+            next = recv => next,
         }
     }
 }
