@@ -12,7 +12,7 @@ mod json_columns;
 pub mod packet_limit;
 mod rpc;
 mod service;
-mod sessions;
+pub(crate) mod sessions;
 mod stream;
 
 use std::net::SocketAddr;
