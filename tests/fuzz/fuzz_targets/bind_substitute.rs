@@ -17,13 +17,35 @@ use myquic::translate::bind::{count_placeholders, substitute};
 use myquic::translate::sql_text::{Charset, Dialect};
 use myquic::translate::statement::is_multi_statement;
 
-const CHARSETS: [&str; 8] = ["utf8mb4", "gbk", "big5", "sjis", "gb18030", "latin1", "binary", "cp932"];
+const CHARSETS: [&str; 8] = [
+    "utf8mb4", "gbk", "big5", "sjis", "gb18030", "latin1", "binary", "cp932",
+];
 const NAMES: [&str; 8] = ["v1", "v2", "v3", "a", "b", "v4", "long_name", "v5"];
 const TYPES: [Type; 24] = [
-    Type::NullType, Type::Int8, Type::Uint32, Type::Int64, Type::Uint64, Type::Float32,
-    Type::Float64, Type::Decimal, Type::Timestamp, Type::Date, Type::Time, Type::Datetime,
-    Type::Year, Type::Text, Type::Blob, Type::Varchar, Type::Varbinary, Type::Bit, Type::Json,
-    Type::Hexnum, Type::Hexval, Type::Bitnum, Type::Tuple, Type::Expression,
+    Type::NullType,
+    Type::Int8,
+    Type::Uint32,
+    Type::Int64,
+    Type::Uint64,
+    Type::Float32,
+    Type::Float64,
+    Type::Decimal,
+    Type::Timestamp,
+    Type::Date,
+    Type::Time,
+    Type::Datetime,
+    Type::Year,
+    Type::Text,
+    Type::Blob,
+    Type::Varchar,
+    Type::Varbinary,
+    Type::Bit,
+    Type::Json,
+    Type::Hexnum,
+    Type::Hexval,
+    Type::Bitnum,
+    Type::Tuple,
+    Type::Expression,
 ];
 
 fuzz_target!(|data: &[u8]| {
@@ -49,12 +71,19 @@ fuzz_target!(|data: &[u8]| {
             // A tuple's members: its bytes split at commas, each text.
             value
                 .split(|&b| b == b',')
-                .map(|v| Value { r#type: Type::Varchar as i32, value: Bytes::copy_from_slice(v) })
+                .map(|v| Value {
+                    r#type: Type::Varchar as i32,
+                    value: Bytes::copy_from_slice(v),
+                })
                 .collect()
         } else {
             Vec::new()
         };
-        let var = BindVariable { r#type: ty as i32, value: Bytes::copy_from_slice(value), values };
+        let var = BindVariable {
+            r#type: ty as i32,
+            value: Bytes::copy_from_slice(value),
+            values,
+        };
         vars.insert((*name).to_string(), var);
     }
     let sql = rest;

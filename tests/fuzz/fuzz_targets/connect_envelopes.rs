@@ -18,8 +18,12 @@ fuzz_target!(|data: &[u8]| {
     let Some((&knob, body)) = data.split_first() else {
         return;
     };
-    let encoding = [Encoding::Zstd, Encoding::Snappy, Encoding::Gzip, Encoding::Identity]
-        [usize::from(knob & 3)];
+    let encoding = [
+        Encoding::Zstd,
+        Encoding::Snappy,
+        Encoding::Gzip,
+        Encoding::Identity,
+    ][usize::from(knob & 3)];
     let mut buf = BytesMut::from(body);
     while let Ok(Some(envelope)) = take_envelope(&mut buf, LIMIT) {
         if envelope.is_end_stream() {

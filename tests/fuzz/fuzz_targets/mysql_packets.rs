@@ -31,5 +31,8 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
-    assert!(payload_bytes + buf.len() <= stream.len(), "payload out of thin air");
+    assert!(
+        payload_bytes + buf.len() <= stream.len(),
+        "payload out of thin air"
+    );
 });

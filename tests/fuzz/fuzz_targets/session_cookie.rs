@@ -18,7 +18,11 @@ fuzz_target!(|data: &[u8]| {
     let Some((&settings, body)) = data.split_first() else {
         return;
     };
-    let codec = if settings & 1 == 0 { Codec::Proto } else { Codec::Json };
+    let codec = if settings & 1 == 0 {
+        Codec::Proto
+    } else {
+        Codec::Json
+    };
     let Ok(mut cookie) = codec.decode::<pb::Session>(body) else {
         return;
     };

@@ -13,8 +13,13 @@ use myquic::translate::statement::{
     may_change_schema, second_statement, set_names,
 };
 
-const CHARSETS: [Charset; 5] =
-    [Charset::AsciiSafe, Charset::Big5, Charset::Gbk, Charset::Gb18030, Charset::Sjis];
+const CHARSETS: [Charset; 5] = [
+    Charset::AsciiSafe,
+    Charset::Big5,
+    Charset::Gbk,
+    Charset::Gb18030,
+    Charset::Sjis,
+];
 
 fuzz_target!(|data: &[u8]| {
     let Some((&settings, sql)) = data.split_first() else {
@@ -34,14 +39,21 @@ fuzz_target!(|data: &[u8]| {
         assert!(keyword.len() <= sql.len());
     }
     if let Some(at) = second_statement(sql, &dialect) {
-        assert!(at > 0 && at <= sql.len(), "a second statement at {at} of {}", sql.len());
+        assert!(
+            at > 0 && at <= sql.len(),
+            "a second statement at {at} of {}",
+            sql.len()
+        );
         assert!(is_multi_statement(sql, &dialect));
     }
     // The lexer always moves on, and never past the end.
     let mut i = 0;
     while i < sql.len() {
         let next = dialect.next(sql, i);
-        assert!(next > i && next <= sql.len(), "the lexer stuck or overran at {i}");
+        assert!(
+            next > i && next <= sql.len(),
+            "the lexer stuck or overran at {i}"
+        );
         i = next;
     }
     if let Some((&[a, b], _)) = sql.split_first_chunk::<2>() {

@@ -41,7 +41,11 @@ fuzz_target!(|data: &[u8]| {
     // Twice: a second execute may leave the types out and reuse the first's.
     for _ in 0..2 {
         if let Ok(values) = params.read(&values) {
-            assert_eq!(values.len(), usize::from(count), "one value per placeholder");
+            assert_eq!(
+                values.len(),
+                usize::from(count),
+                "one value per placeholder"
+            );
             let Ok(vars) = bind_variables(values) else {
                 continue;
             };
@@ -51,7 +55,11 @@ fuzz_target!(|data: &[u8]| {
             (0..count).for_each(|_| sql.extend_from_slice(b", ?"));
             let dialect = Dialect::default();
             if let Ok(text) = substitute(&sql, &vars, &dialect, "utf8mb4") {
-                assert!(!is_multi_statement(&text, &dialect), "{:?}", String::from_utf8_lossy(&text));
+                assert!(
+                    !is_multi_statement(&text, &dialect),
+                    "{:?}",
+                    String::from_utf8_lossy(&text)
+                );
             }
         }
     }
