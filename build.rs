@@ -7,6 +7,8 @@ use std::path::PathBuf;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let protos = ["proto/psdb/v1alpha1/database.proto"];
     println!("cargo:rerun-if-changed=proto");
+    // Set by `cargo fuzz` (tests/fuzz/): src/lib.rs's `fuzzing` module.
+    println!("cargo::rustc-check-cfg=cfg(fuzzing)");
     let fds = protox::compile(protos, ["proto"])?;
     let out = PathBuf::from(std::env::var("OUT_DIR")?);
     let descriptor_path = out.join("descriptors.bin");

@@ -26,3 +26,11 @@ pub mod sidecar;
 pub mod telemetry;
 pub mod translate;
 pub mod transport;
+
+/// What the fuzz targets (`tests/fuzz/`) need beyond the public API. Built
+/// only under `cargo fuzz`, which sets `--cfg fuzzing`.
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::gateway::sessions::{Refusal, Sessions};
+}

@@ -13,7 +13,7 @@ pub mod packet_limit;
 mod rpc;
 mod service;
 mod session_state;
-mod sessions;
+pub(crate) mod sessions;
 mod stream;
 mod vitess;
 
