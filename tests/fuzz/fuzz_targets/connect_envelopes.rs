@@ -23,7 +23,8 @@ fuzz_target!(|data: &[u8]| {
         Encoding::Snappy,
         Encoding::Gzip,
         Encoding::Identity,
-    ][usize::from(knob & 3)];
+        Encoding::S2,
+    ][usize::from(knob % 5)];
     let mut buf = BytesMut::from(body);
     while let Ok(Some(envelope)) = take_envelope(&mut buf, LIMIT) {
         if envelope.is_end_stream() {
