@@ -319,7 +319,7 @@ pub async fn session_facts(conn: &mut Conn) -> Result<SessionFacts, BackendError
     // The status flags the statement ended with (`None` after an error),
     // read before this query's own: through vtgate with autocommit off,
     // this query opens a transaction itself.
-    let status = conn.last_ok_packet().map(|ok| ok.status_flags());
+    let status = ok_status(conn);
     let row: Option<Row> = conn
         .query_first(
             "SELECT @@in_transaction, @@autocommit, \

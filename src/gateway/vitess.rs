@@ -12,10 +12,9 @@
 //!   statement has opened a transaction, and with autocommit off the
 //!   gateway's session query opens one ([`in_transaction`]).
 
-use mysql_common::constants::StatusFlags;
-
 use crate::mysql::MysqlError;
 
+use super::backend::OkStatus;
 use super::sessions::SessionState;
 
 /// Reads a statement's warnings: without `LIMIT`, which vtgate's parser
@@ -33,11 +32,8 @@ pub const MAX_WARNINGS: usize = 64;
 /// `@@in_transaction` 1 whenever autocommit is off, before any statement
 /// has opened a transaction — and, then, the gateway's own session query
 /// opens one at vtgate, so its flags are no witness either.
-pub fn in_transaction(status: Option<StatusFlags>, variable: i64) -> bool {
-    match status {
-        Some(flags) => flags.contains(StatusFlags::SERVER_STATUS_IN_TRANS),
-        None => variable != 0,
-    }
+pub fn in_transaction(status: Option<OkStatus>, variable: i64) -> bool {
+    status.map_or(variable != 0, |status| status.in_transaction)
 }
 
 /// The error for a statement the gateway had to stop (`why`: the client
@@ -158,11 +154,13 @@ mod tests {
     fn the_status_flags_say_whether_a_transaction_is_open() {
         // vtgate after `SET autocommit = 0`: the variable says 1, the
         // flags (autocommit off, no transaction) say no.
-        assert!(!in_transaction(Some(StatusFlags::empty()), 1));
-        assert!(in_transaction(
-            Some(StatusFlags::SERVER_STATUS_IN_TRANS | StatusFlags::SERVER_STATUS_AUTOCOMMIT),
-            1
-        ));
+        let status = |in_transaction, autocommit| OkStatus {
+            in_transaction,
+            autocommit,
+            no_backslash_escapes: false,
+        };
+        assert!(!in_transaction(Some(status(false, false)), 1));
+        assert!(in_transaction(Some(status(true, true)), 1));
         // No status known: the variable.
         assert!(in_transaction(None, 1));
         assert!(!in_transaction(None, 0));
