@@ -19,13 +19,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let descriptors = std::fs::read(&descriptor_path)?;
     pbjson_build::Builder::new()
         .register_descriptors(&descriptors)?
-        // Their `query` (and a Field's names) are bytes in our proto (text
-        // in any character set) but strings in the API's JSON:
-        // src/api/text_fields.rs.
+        // Their `query` (and a Field's names, error and warning messages)
+        // are bytes in our proto (text in any character set) but strings in
+        // the API's JSON: src/api/text_fields.rs.
         .exclude([
             ".psdb.v1alpha1.ExecuteRequest",
             ".psdb.v1alpha1.PrepareRequest",
             ".vitess.query.v22.Field",
+            ".vitess.query.v22.QueryWarning",
+            ".vitess.vtrpc.v22.RPCError",
         ])
         .build(&[".psdb", ".vitess"])?;
     Ok(())

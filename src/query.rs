@@ -55,7 +55,9 @@ pub async fn run(args: QueryArgs) -> Result<(), String> {
         session = reply.session;
         println!("-- [{}] {sql}", reply.transport.as_str());
         if let Some(error) = reply.message.error {
-            return Err(error.message);
+            // Printed for a person: a message that is not UTF-8 is shown
+            // with U+FFFD (the sidecar carries it unaltered).
+            return Err(String::from_utf8_lossy(&error.message).into_owned());
         }
         print_result(reply.message.result.unwrap_or_default());
     }

@@ -262,7 +262,7 @@ async fn a_wrong_ca_keeps_the_gateway_unready() {
         // Nothing runs, in clear or otherwise.
         let client = stack.client(Version::H2, Codec::Proto).await;
         let resp = client.execute(None, "SELECT 1").await;
-        let err = resp.error.map(|e| e.message).unwrap_or_default();
+        let err = common::error_message(&resp);
         assert!(err.contains("certificate"), "{mode:?}: {err}");
         db = stack.db;
     }
@@ -374,7 +374,7 @@ async fn preferred_refuses_a_downgrade_after_tls_was_seen() {
     let why = readiness(&stack, Some("offers no TLS")).await.unwrap_err();
     assert!(why.contains("preferred"), "{why}");
     let resp = client.execute(None, "SELECT 1").await;
-    let err = resp.error.map(|e| e.message).unwrap_or_default();
+    let err = common::error_message(&resp);
     assert!(err.contains("SSL"), "refused, not run in plaintext: {err}");
     // No session of the account was opened since: none in plaintext.
     let sessions: Option<i64> = root

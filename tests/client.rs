@@ -125,7 +125,7 @@ async fn every_method_over_each_transport() {
             .await
             .unwrap();
         assert!(
-            reply.message.error.unwrap().message.contains("errno 1146"),
+            String::from_utf8_lossy(&reply.message.error.unwrap().message).contains("errno 1146"),
             "{preference:?}"
         );
 

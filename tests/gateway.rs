@@ -337,7 +337,8 @@ async fn sql_errors_carry_errno_and_sqlstate() {
     for (sql, suffix, code) in cases {
         let resp = client.execute(None, sql).await;
         let err = resp.error.as_ref().expect("an error");
-        assert!(err.message.ends_with(suffix), "{sql}: {}", err.message);
+        let message = common::error_message(&resp);
+        assert!(message.ends_with(suffix), "{sql}: {message}");
         assert_eq!(err.code, code as i32, "{sql}");
         assert!(
             resp.session.is_some(),
@@ -491,10 +492,10 @@ async fn an_expired_transaction_is_an_error_not_a_silent_new_session() {
         .error
         .as_ref()
         .expect("the lost transaction is reported");
+    let message = common::error_message(&commit);
     assert!(
-        err.message.contains("(errno 1927) (sqlstate 70100)"),
-        "{}",
-        err.message
+        message.contains("(errno 1927) (sqlstate 70100)"),
+        "{message}"
     );
     assert_eq!(err.code, pb::VtCode::Aborted as i32);
     assert!(!in_transaction(&commit));

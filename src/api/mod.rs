@@ -6,6 +6,7 @@ pub mod connect;
 pub mod error;
 pub mod pb;
 mod s2_stream;
+pub mod strict_text;
 mod text_fields;
 
 pub use compression::Encoding;
@@ -19,6 +20,13 @@ pub const SERVICE_PREFIX: &str = "/psdb.v1alpha1.Database/";
 /// servers omit it): the largest request body it takes now, in bytes, so a
 /// client can refuse a larger request itself instead of uploading it.
 pub const MAX_REQUEST_BYTES_HEADER: &str = "myquic-max-request-bytes";
+
+/// A request header of our sidecar (not part of the psdb API), value `1`:
+/// it takes text fields that are `bytes` in our proto and `string` in the
+/// published one (error and warning messages, column names) with bytes
+/// that are not UTF-8, so the gateway sends them unaltered. Without it a
+/// protobuf client gets valid UTF-8 ([`strict_text`]).
+pub const RAW_TEXT_HEADER: &str = "myquic-raw-text";
 
 /// The service's methods.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

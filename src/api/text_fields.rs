@@ -1,5 +1,6 @@
 //! The proto3 JSON form of the two requests that carry SQL text, and of
-//! `Field`, whose names are bytes in our proto.
+//! `Field`, `QueryWarning` and `RPCError`, whose names and messages are
+//! bytes in our proto.
 //!
 //! `ExecuteRequest.query` and `PrepareRequest.query` are `bytes` in our
 //! copy of the proto (the protobuf wire form of a string), so that SQL in
@@ -16,7 +17,10 @@ use bytes::Bytes;
 use serde::de::{self, MapAccess, Visitor};
 use serde::ser::{self, SerializeStruct};
 
-use super::pb::{BindVariable, ExecuteRequest, Field, PrepareRequest, Session, Type};
+use super::pb::{
+    BindVariable, ExecuteRequest, Field, PrepareRequest, QueryWarning, RpcError, Session, Type,
+    VtCode,
+};
 
 /// The fields both requests share, plus `prepared` (Execute only).
 #[derive(Default)]
@@ -285,6 +289,74 @@ impl<'de> serde::Deserialize<'de> for Field {
     }
 }
 
+/// An `RPCError` as the API's JSON writes it: the message is a string
+/// there (bytes that are not UTF-8 become U+FFFD, as for names).
+#[derive(serde::Serialize, serde::Deserialize, Default)]
+#[serde(default)]
+struct RpcErrorText {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<VtCode>,
+}
+
+impl serde::Serialize for RpcError {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let code =
+            match self.code {
+                0 => None,
+                n => Some(VtCode::try_from(n).map_err(|_| {
+                    <S::Error as ser::Error>::custom(format!("Invalid variant {n}"))
+                })?),
+            };
+        RpcErrorText {
+            message: lossy(&self.message),
+            code,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for RpcError {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = RpcErrorText::deserialize(deserializer)?;
+        Ok(RpcError {
+            message: Bytes::from(text.message),
+            code: text.code.map_or(0, |c| c as i32),
+        })
+    }
+}
+
+/// A `QueryWarning` as the API's JSON writes it (the message a string).
+#[derive(serde::Serialize, serde::Deserialize, Default)]
+#[serde(default)]
+struct QueryWarningText {
+    #[serde(skip_serializing_if = "is_zero", deserialize_with = "number")]
+    code: u32,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    message: String,
+}
+
+impl serde::Serialize for QueryWarning {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        QueryWarningText {
+            code: self.code,
+            message: lossy(&self.message),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for QueryWarning {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = QueryWarningText::deserialize(deserializer)?;
+        Ok(QueryWarning {
+            code: text.code,
+            message: Bytes::from(text.message),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -366,5 +438,41 @@ mod tests {
         assert_eq!((read.column_length, read.flags), (7, 3));
         let empty: Field = serde_json::from_str("{}").unwrap();
         assert_eq!(empty, Field::default());
+    }
+
+    #[test]
+    fn messages_are_json_strings_and_protobuf_bytes() {
+        use prost::Message;
+        let error = RpcError {
+            message: Bytes::from_static(b"near '\xe9' (errno 1064) (sqlstate 42000)"),
+            code: VtCode::InvalidArgument as i32,
+        };
+        assert_eq!(RpcError::decode(&error.encode_to_vec()[..]).unwrap(), error);
+        assert_eq!(
+            serde_json::to_value(&error).unwrap(),
+            serde_json::json!({"message": "near '\u{fffd}' (errno 1064) (sqlstate 42000)",
+                               "code": "INVALID_ARGUMENT"})
+        );
+        let read: RpcError =
+            serde_json::from_value(serde_json::json!({"message": "é", "code": 3})).unwrap();
+        assert_eq!((&read.message[..], read.code), ("é".as_bytes(), 3));
+        assert_eq!(serde_json::to_string(&RpcError::default()).unwrap(), "{}");
+
+        let warning = QueryWarning {
+            code: 1265,
+            message: Bytes::from_static(b"Data truncated for column '\xe9'"),
+        };
+        assert_eq!(
+            QueryWarning::decode(&warning.encode_to_vec()[..]).unwrap(),
+            warning
+        );
+        let json = serde_json::to_value(&warning).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"code": 1265, "message": "Data truncated for column '\u{fffd}'"})
+        );
+        let read: QueryWarning =
+            serde_json::from_value(serde_json::json!({"code": "1265", "message": "ok"})).unwrap();
+        assert_eq!((read.code, &read.message[..]), (1265, &b"ok"[..]));
     }
 }

@@ -17,7 +17,9 @@ use tracing::debug;
 
 use crate::admin::metrics::metrics;
 use crate::api::connect::{FLAG_COMPRESSED, end_stream_error, envelope, take_envelope};
-use crate::api::{ApiError, Code, Codec, Encoding, Framing, MAX_REQUEST_BYTES_HEADER, Method, pb};
+use crate::api::{
+    ApiError, Code, Codec, Encoding, Framing, MAX_REQUEST_BYTES_HEADER, Method, RAW_TEXT_HEADER, pb,
+};
 use crate::telemetry::TraceId;
 use crate::transport::HttpVersion;
 use crate::transport::client::{ClientError, ResponseStream};
@@ -204,7 +206,7 @@ impl Wire {
     }
 
     fn base_headers(&self, framing: Framing) -> HeaderMap {
-        let mut headers = HeaderMap::with_capacity(6);
+        let mut headers = HeaderMap::with_capacity(7);
         headers.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static(Codec::Proto.content_type(framing)),
@@ -216,6 +218,9 @@ impl Wire {
             Framing::Streaming => http::HeaderName::from_static("connect-accept-encoding"),
         };
         headers.insert(accept, self.accept.clone());
+        // Error messages and names as the backend sent them, in any
+        // character set: they go into MySQL packets unchanged.
+        headers.insert(RAW_TEXT_HEADER, HeaderValue::from_static("1"));
         headers
     }
 

@@ -15,6 +15,7 @@ use crate::mysql::MysqlError;
 use crate::translate::rows::pack_row;
 use crate::translate::types::{blob_subtype_name, vitess_type};
 
+use super::error_text::with_server_bytes;
 use super::json_columns::JsonColumns;
 use super::vitess::{MAX_WARNINGS, WARNINGS_QUERY};
 
@@ -33,7 +34,7 @@ impl From<mysql_async::Error> for BackendError {
             mysql_async::Error::Server(s) => Self::Sql(MysqlError {
                 code: s.code,
                 state: s.state,
-                message: s.message,
+                message: s.message.into(),
             }),
             other => Self::Connection(other.to_string()),
         }
@@ -56,13 +57,13 @@ impl BackendError {
                     state: "08S01".into(),
                     message: format!(
                         "Got a packet bigger than 'max_allowed_packet' bytes: larger than the backend connection's max_allowed_packet ({detail}); it was not run, and that backend connection was closed"
-                    ),
+                    ).into(),
                 }
             }
             Self::Connection(detail) => MysqlError {
                 code: 2013,
                 state: "HY000".into(),
-                message: format!("Lost connection to backend MySQL server during query: {detail}"),
+                message: format!("Lost connection to backend MySQL server during query: {detail}").into(),
             },
         }
     }
@@ -209,6 +210,18 @@ pub async fn run<S: ResultSink>(
     sql: &[u8],
     sink: &mut S,
 ) -> Result<Outcome, BackendError> {
+    match read_results(conn, json, sql, sink).await {
+        Err(BackendError::Sql(e)) => Err(BackendError::Sql(with_server_bytes(conn, e).await)),
+        ran => ran,
+    }
+}
+
+async fn read_results<S: ResultSink>(
+    conn: &mut Conn,
+    json: JsonLookup<'_>,
+    sql: &[u8],
+    sink: &mut S,
+) -> Result<Outcome, BackendError> {
     let mut outcome = Outcome::default();
     let mut result = conn.query_iter(sql).await?;
     let mut flow = Flow::Continue;
@@ -272,10 +285,8 @@ pub fn field(column: &Column) -> pb::Field {
 
 /// `SHOW WARNINGS`, for a statement that reported some. A message is in
 /// the session's `character_set_results` and may quote bytes that are not
-/// UTF-8 (a table name in cp1251): read as bytes, never as `String`
-/// (mysql_common panics on a row it cannot convert), and carried lossily —
-/// the API's message is a string; the client's own `SHOW WARNINGS` reads
-/// the backend's bytes.
+/// UTF-8 (a table name in cp1251): read and carried as bytes, never as
+/// `String` (mysql_common panics on a row it cannot convert).
 pub async fn warnings(conn: &mut Conn) -> Result<Vec<pb::QueryWarning>, BackendError> {
     let rows: Vec<(Vec<u8>, u32, Vec<u8>)> = conn.query(WARNINGS_QUERY).await?;
     Ok(rows
@@ -283,7 +294,7 @@ pub async fn warnings(conn: &mut Conn) -> Result<Vec<pb::QueryWarning>, BackendE
         .take(MAX_WARNINGS)
         .map(|(_, code, message)| pb::QueryWarning {
             code,
-            message: String::from_utf8_lossy(&message).into_owned(),
+            message: Bytes::from(message),
         })
         .collect())
 }
@@ -377,7 +388,15 @@ pub async fn prepare(
     json: JsonLookup<'_>,
     sql: &[u8],
 ) -> Result<(Vec<pb::Field>, u32), BackendError> {
-    let stmt = conn.prep(sql).await?;
+    let stmt = match conn.prep(sql).await {
+        Ok(stmt) => stmt,
+        Err(e) => {
+            return Err(match BackendError::from(e) {
+                BackendError::Sql(e) => BackendError::Sql(with_server_bytes(conn, e).await),
+                other => other,
+            });
+        }
+    };
     let fields = json.fields(&stmt.columns()).await;
     let params = u32::from(stmt.num_params());
     conn.close(stmt).await?;

@@ -107,7 +107,7 @@ pub fn too_large(packet: usize, max: usize) -> MysqlError {
         state: "08S01".into(),
         message: format!(
             "Got a packet bigger than 'max_allowed_packet' bytes: the statement with its parameters in place is {packet} bytes, more than the backend's max_allowed_packet ({max} bytes); it was not run"
-        ),
+        ).into(),
     }
 }
 

@@ -105,7 +105,7 @@ impl Rpc {
                     message: format!(
                         "result larger than the gateway's max_result_bytes ({} bytes); use StreamExecute",
                         self.limits.max_result_bytes
-                    ),
+                    ).into(),
                 }));
             }
             pb::QueryResult {
@@ -348,7 +348,7 @@ impl Rpc {
                             state: "70100".into(),
                             message: format!(
                                 "Query execution was interrupted: {why}; it may have partially completed"
-                            ),
+                            ).into(),
                         })),
                     }),
                     // vtgate refuses KILL: waiting for the statement could

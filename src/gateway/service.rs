@@ -18,7 +18,10 @@ use crate::telemetry::TraceId;
 
 use crate::api::compression::SUPPORTED;
 use crate::api::connect::take_envelope;
-use crate::api::{ApiError, Code, Codec, Encoding, Framing, MAX_REQUEST_BYTES_HEADER, Method};
+use crate::api::strict_text::StrictText;
+use crate::api::{
+    ApiError, Code, Codec, Encoding, Framing, MAX_REQUEST_BYTES_HEADER, Method, RAW_TEXT_HEADER,
+};
 use crate::transport::run_to_end::RunToEnd;
 use crate::transport::{Body, BodyError, Chunks, Handler, Request, Response};
 
@@ -59,6 +62,9 @@ struct Wire {
     codec: Codec,
     framing: Framing,
     response_encoding: Encoding,
+    /// The client takes text fields with bytes that are not UTF-8
+    /// ([`RAW_TEXT_HEADER`]); JSON can never carry them.
+    raw_text: bool,
 }
 
 impl Handler for Arc<Service> {
@@ -166,6 +172,8 @@ impl Service {
             codec,
             framing,
             response_encoding: Encoding::Identity,
+            raw_text: codec == Codec::Proto
+                && header_str(&request.headers, RAW_TEXT_HEADER) == Some("1"),
         };
         let request_encoding =
             match Encoding::from_header(header_str(&request.headers, encoding_header)) {
@@ -316,7 +324,8 @@ impl Service {
                     limits.compress_min_bytes,
                     limits.stream_message_bytes,
                     tx,
-                );
+                )
+                .raw_text(wire.raw_text);
                 let service = self.clone();
                 let transport = request.version.as_str();
                 let in_flight = InFlight::new(&self.in_flight);
@@ -344,8 +353,18 @@ impl Service {
         }
     }
 
-    fn unary<M: prost::Message + serde::Serialize>(&self, wire: Wire, message: &M) -> Response {
+    fn unary<M: prost::Message + serde::Serialize + StrictText>(
+        &self,
+        wire: Wire,
+        message: &M,
+    ) -> Response {
         let min = self.rpc.limits.compress_min_bytes;
+        let strict = if wire.raw_text {
+            None
+        } else {
+            message.strict_text()
+        };
+        let message = strict.as_ref().unwrap_or(message);
         let (body, compressed) = encode_message(wire.codec, wire.response_encoding, min, message);
         let mut headers = base_headers(wire);
         if compressed {

@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 
 use crate::api::connect::{FLAG_COMPRESSED, encode_message, end_stream, put_envelope};
 use crate::api::pb;
+use crate::api::strict_text::StrictText;
 use crate::api::{ApiError, Codec, Encoding};
 use crate::translate::rows::row_size;
 
@@ -33,6 +34,9 @@ pub struct StreamSink {
     pending_bytes: usize,
     /// The client went away: the rest of the result is discarded.
     closed: bool,
+    /// The client takes names and messages that are not UTF-8
+    /// ([`StrictText`]).
+    raw_text: bool,
 }
 
 impl StreamSink {
@@ -54,7 +58,15 @@ impl StreamSink {
             pending: Vec::new(),
             pending_bytes: 0,
             closed: false,
+            raw_text: false,
         }
+    }
+
+    /// Whether the client takes text fields that are not UTF-8
+    /// (`RAW_TEXT_HEADER`); without, they are made valid.
+    pub fn raw_text(mut self, raw: bool) -> Self {
+        self.raw_text = raw;
+        self
     }
 
     /// The statement produces one result, so nothing follows its end but
@@ -114,6 +126,12 @@ impl StreamSink {
         if self.closed {
             return;
         }
+        let strict = if self.raw_text {
+            None
+        } else {
+            message.strict_text()
+        };
+        let message = strict.as_ref().unwrap_or(message);
         let (payload, compressed) =
             encode_message(self.codec, self.encoding, self.compress_min, message);
         let flags = if compressed { FLAG_COMPRESSED } else { 0 };

@@ -78,7 +78,7 @@ fn abandoned(why: &str, kill_error: &MysqlError, in_transaction: bool) -> MysqlE
             state: "70100".into(),
             message: format!(
                 "Connection was killed: {why}; {refused}, so its backend connection was given up and the session's transaction rolled back"
-            ),
+            ).into(),
         }
     } else {
         MysqlError {
@@ -86,7 +86,7 @@ fn abandoned(why: &str, kill_error: &MysqlError, in_transaction: bool) -> MysqlE
             state: "70100".into(),
             message: format!(
                 "Query execution was interrupted: {why}; {refused}, so the statement may still run to its end at the backend"
-            ),
+            ).into(),
         }
     }
 }

@@ -132,7 +132,7 @@ impl Unsupported {
         MysqlError {
             code: 1047,
             state: "08S01".into(),
-            message: format!("Unknown command {} (0x{:02x})", self.name, self.code),
+            message: format!("Unknown command {} (0x{:02x})", self.name, self.code).into(),
         }
     }
 }

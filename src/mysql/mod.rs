@@ -14,7 +14,7 @@ pub mod params;
 pub mod response;
 pub mod temporal;
 
-pub use error::MysqlError;
+pub use error::{ErrorText, MysqlError};
 
 /// The collation id of binary strings (`binary`).
 pub const BINARY_CHARSET: u16 = 63;

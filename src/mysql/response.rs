@@ -618,7 +618,7 @@ mod tests {
         let se = parsed.server_error();
         assert_eq!(se.error_code(), 1146);
         assert_eq!(se.sql_state_ref().unwrap().as_str(), "42S02");
-        assert_eq!(se.message_str(), e.message);
+        assert_eq!(se.message_ref(), e.message.as_bytes());
         let parsed = ParseBuf(&p[1]).parse::<ErrPacket>(caps()).unwrap();
         assert_eq!(
             parsed.server_error().sql_state_ref().unwrap().as_str(),

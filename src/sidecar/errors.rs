@@ -11,7 +11,7 @@ fn error(code: u16, state: &str, message: impl Into<String>) -> MysqlError {
     MysqlError {
         code,
         state: state.into(),
-        message: message.into(),
+        message: message.into().into(),
     }
 }
 

@@ -34,7 +34,7 @@ impl BindError {
         MysqlError {
             code: 1210,
             state: "HY000".into(),
-            message: format!("Incorrect arguments to EXECUTE: {self}"),
+            message: format!("Incorrect arguments to EXECUTE: {self}").into(),
         }
     }
 }

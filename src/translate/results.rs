@@ -248,7 +248,8 @@ impl ResultWriter {
                                 "Malformed row from the gateway: {} values for {} columns",
                                 row.lengths.len(),
                                 fields.len()
-                            ),
+                            )
+                            .into(),
                         });
                     }
                     text_row(out, row)?;
@@ -757,7 +758,7 @@ mod tests {
                 vec![
                     columns(),
                     Seen::Row(vec![bytes("1"), bytes("a")]),
-                    Seen::Err(1317, boom().message),
+                    Seen::Err(1317, boom().message.to_string()),
                 ]
             );
         }
@@ -771,7 +772,7 @@ mod tests {
             vec![
                 columns(),
                 Seen::End(more(), 0),
-                Seen::Err(1317, boom().message)
+                Seen::Err(1317, boom().message.to_string())
             ]
         );
         assert_eq!(
@@ -783,12 +784,12 @@ mod tests {
             ),
             vec![
                 Seen::Ok(1, 0, more(), 0, String::new()),
-                Seen::Err(1317, boom().message)
+                Seen::Err(1317, boom().message.to_string())
             ]
         );
         assert_eq!(
             run(modern(), RowFormat::Text, &[], Some(&boom())),
-            vec![Seen::Err(1317, boom().message)]
+            vec![Seen::Err(1317, boom().message.to_string())]
         );
     }
 

@@ -170,7 +170,7 @@ fn malformed_row(detail: String) -> MysqlError {
     MysqlError {
         code: 1105,
         state: "HY000".into(),
-        message: format!("Malformed row from the gateway: {detail}"),
+        message: format!("Malformed row from the gateway: {detail}").into(),
     }
 }
 
@@ -185,7 +185,8 @@ fn unconvertible(field: &pb::Field, text: &[u8]) -> MysqlError {
             "Cannot send value '{shown}{ellipsis}' of column '{}' as {:?} in the binary protocol",
             String::from_utf8_lossy(&field.name),
             column_type(field)
-        ),
+        )
+        .into(),
     }
 }
 

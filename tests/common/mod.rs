@@ -330,7 +330,8 @@ pub fn scalar(resp: &pb::ExecuteResponse) -> Option<String> {
 }
 
 pub fn error_message(resp: &pb::ExecuteResponse) -> String {
-    resp.error.as_ref().expect("an error").message.clone()
+    let message = &resp.error.as_ref().expect("an error").message;
+    String::from_utf8(message.to_vec()).expect("an error message in UTF-8")
 }
 
 /// The Vitess session a response carries.

@@ -408,7 +408,8 @@ fn rpc_error(message: &str, code: u16, state: &str, sql: &str) -> pb::RpcError {
     pb::RpcError {
         message: format!(
             "{message} (errno {code}) (sqlstate {state}) (CallerID: {USER}): Sql: {sql:?}, BindVars: {{}}"
-        ),
+        )
+        .into(),
         code: 2,
     }
 }
@@ -471,7 +472,8 @@ async fn refresh(conn: &mut Conn, session: &mut pb::Session) {
             .into_iter()
             .map(|(_, code, message)| pb::QueryWarning {
                 code,
-                message: String::from_utf8_lossy(&message).into_owned(),
+                // A psdb server's message is a string: text, as PlanetScale's.
+                message: String::from_utf8_lossy(&message).into_owned().into(),
             })
             .collect();
     }

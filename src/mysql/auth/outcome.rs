@@ -104,6 +104,7 @@ fn access_denied(user: &str, using_password: bool, suffix: &str) -> MysqlError {
         message: format!(
             "Access denied for user '{user}'@'localhost' (using password: {}){suffix}",
             yes_no(using_password)
-        ),
+        )
+        .into(),
     }
 }

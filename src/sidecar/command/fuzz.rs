@@ -320,13 +320,14 @@ fn random_result(rng: &mut SmallRng) -> pb::ExecuteResponse {
     let rows = (0..rng.random_range(0..3))
         .map(|_| random_row(rng, columns))
         .collect();
+    let suffix: &[u8] = [
+        &b" (errno 1064) (sqlstate 42000)"[..],
+        b" (errno 1927) (sqlstate 70100)",
+        b"",
+    ][rng.random_range(0..3)];
     let error = rng.random_ratio(1, 8).then(|| pb::RpcError {
-        message: String::from_utf8_lossy(&sql(rng)).into_owned()
-            + [
-                " (errno 1064) (sqlstate 42000)",
-                " (errno 1927) (sqlstate 70100)",
-                "",
-            ][rng.random_range(0..3)],
+        // Any bytes: the message is the server's, in any character set.
+        message: [&sql(rng)[..], suffix].concat().into(),
         code: 0,
     });
     pb::ExecuteResponse {
