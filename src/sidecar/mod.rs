@@ -509,7 +509,7 @@ async fn serve(stream: Box<dyn Stream>, secure: bool, shared: Arc<Shared>) {
     drop(login_slot);
     registration.logged_in(&login.user);
     io.set_max_packet(shared.max_packet);
-    debug!(user = %login.user, id = registration.id, "client logged in");
+    debug!(user = %login.user.escape_ascii(), id = registration.id, "client logged in");
     let database = login.database.clone();
     let mut conn = Connection::new(io, shared.clone(), registration, handshake, &login);
     // The database first: one the gateway has selected before rides on

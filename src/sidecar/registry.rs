@@ -34,7 +34,7 @@ pub struct Handle {
     /// Killed by the end of a drain: tell the client why (ERR 1053).
     cut: AtomicBool,
     /// The local user it authenticated as; `None` while it logs in.
-    user: Mutex<Option<Arc<str>>>,
+    user: Mutex<Option<Arc<[u8]>>>,
 }
 
 impl Handle {
@@ -50,7 +50,7 @@ impl Handle {
         self.cut.load(Ordering::Acquire)
     }
 
-    fn user(&self) -> Option<Arc<str>> {
+    fn user(&self) -> Option<Arc<[u8]>> {
         self.user.lock().expect("not poisoned").clone()
     }
 
@@ -101,7 +101,7 @@ impl Registration {
     /// The connection authenticated (or re-authenticated with
     /// `COM_CHANGE_USER`) as `user`: from now on it counts as a client
     /// connection, and that user's other connections may kill it.
-    pub fn logged_in(&self, user: &str) {
+    pub fn logged_in(&self, user: &[u8]) {
         *self.handle.user.lock().expect("not poisoned") = Some(user.into());
     }
 
@@ -232,8 +232,8 @@ mod tests {
         let a = registry.register();
         let b = registry.register();
         assert_ne!(a.id, b.id);
-        a.logged_in("app");
-        b.logged_in("app");
+        a.logged_in(b"app");
+        b.logged_in(b"app");
         assert_eq!(b.kill(u64::from(a.id), true), KillOutcome::Killed);
         assert!(!a.handle.is_killed());
         assert_eq!(a.kill(u64::from(b.id), false), KillOutcome::Killed);
@@ -250,8 +250,8 @@ mod tests {
         let alice = registry.register();
         let bob = registry.register();
         let stranger = registry.register();
-        alice.logged_in("alice");
-        bob.logged_in("bob");
+        alice.logged_in(b"alice");
+        bob.logged_in(b"bob");
         assert_eq!(bob.kill(u64::from(alice.id), false), KillOutcome::NotOwner);
         assert_eq!(bob.kill(u64::from(alice.id), true), KillOutcome::NotOwner);
         assert!(!alice.handle.is_killed());
@@ -265,7 +265,7 @@ mod tests {
             KillOutcome::NotOwner
         );
         // COM_CHANGE_USER moves the connection to its new user.
-        bob.logged_in("alice");
+        bob.logged_in(b"alice");
         assert_eq!(bob.kill(u64::from(alice.id), false), KillOutcome::Killed);
         assert!(alice.handle.is_killed());
     }
@@ -286,7 +286,7 @@ mod tests {
         let registry = Registry::new();
         let client = registry.register();
         let stranger = registry.register();
-        client.logged_in("app");
+        client.logged_in(b"app");
         assert_eq!(registry.logged_in(), 1);
         assert_eq!(registry.cut_all(), 1);
         assert!(client.handle.is_cut() && client.handle.is_killed());

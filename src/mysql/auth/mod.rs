@@ -55,7 +55,7 @@ pub use config::{AuthConfig, Plugin};
 pub use outcome::{AuthFailure, Authenticated, Progress};
 pub use rsa_key::{RSA_BITS, RsaKey, RsaKeyError};
 
-use parse::{ClientHello, decode_name, non_empty, parse_change_user, parse_client_hello};
+use parse::{ClientHello, non_empty, parse_change_user, parse_client_hello};
 use scramble::{digest_eq, fresh_nonce, is_empty_response, native_matches, sha2_matches};
 
 /// The only handshake protocol version clients still speak.
@@ -93,15 +93,15 @@ enum State {
 /// What the client told us about itself; becomes [`Authenticated`].
 #[derive(Debug, Clone, Default)]
 struct Session {
-    user: String,
-    /// False when the user name is not UTF-8: such a user is never found.
-    user_is_utf8: bool,
+    /// The name's bytes as the client sent them: never decoded, so a name
+    /// that is not UTF-8 can only be refused, never become another one.
+    user: Vec<u8>,
     database: Option<String>,
     capabilities: CapabilityFlags,
     mariadb_capabilities: MariadbCapabilities,
     charset: u16,
     max_packet: u32,
-    attrs: Vec<(String, String)>,
+    attrs: Vec<(Vec<u8>, Vec<u8>)>,
     using_password: bool,
 }
 
@@ -124,7 +124,8 @@ pub struct Handshake {
 enum Account<'a> {
     /// Open mode: anyone gets in.
     Open,
-    Known(&'a str),
+    /// A configured user: its name and password.
+    Known(&'a str, &'a str),
     Unknown,
 }
 
@@ -301,10 +302,8 @@ impl Handshake {
                 "CLIENT_SSL set without an SSLRequest",
             ));
         }
-        let (user, user_is_utf8) = decode_name(hello.user);
         self.session = Session {
-            user,
-            user_is_utf8,
+            user: hello.user.to_vec(),
             database: non_empty(hello.database),
             capabilities: hello.capabilities & self.capabilities(),
             mariadb_capabilities: hello.mariadb_capabilities & self.mariadb_capabilities(),
@@ -349,9 +348,7 @@ impl Handshake {
     ) -> Result<Progress, AuthFailure> {
         let caps = self.session.capabilities;
         let req = parse_change_user(body, caps)?;
-        let (user, user_is_utf8) = decode_name(req.user);
-        self.session.user = user;
-        self.session.user_is_utf8 = user_is_utf8;
+        self.session.user = req.user.to_vec();
         self.session.database = non_empty(Some(req.database));
         self.session.using_password = !is_empty_response(req.auth_response);
         if let Some(charset) = req.charset {
@@ -373,10 +370,11 @@ impl Handshake {
     fn account(&self) -> Account<'_> {
         match &self.config.users {
             None => Account::Open,
-            Some(_) if !self.session.user_is_utf8 => Account::Unknown,
-            Some(users) => users
-                .get(&self.session.user)
-                .map_or(Account::Unknown, |pw| Account::Known(pw)),
+            // Configured names are UTF-8: other bytes are nobody's.
+            Some(users) => std::str::from_utf8(&self.session.user)
+                .ok()
+                .and_then(|name| users.get_key_value(name))
+                .map_or(Account::Unknown, |(name, pw)| Account::Known(name, pw)),
         }
     }
 
@@ -391,7 +389,7 @@ impl Handshake {
             Plugin::MysqlNativePassword => {
                 let ok = match self.account() {
                     Account::Open => true,
-                    Account::Known(pw) => native_matches(&self.nonce, pw, response),
+                    Account::Known(_, pw) => native_matches(&self.nonce, pw, response),
                     Account::Unknown => {
                         // Same work as for a known user.
                         native_matches(&self.nonce, "\u{1}unknown", response);
@@ -423,19 +421,19 @@ impl Handshake {
             }
             // An account without a password expects no response, and
             // nothing else logs in without one.
-            Account::Known("") if empty => {
+            Account::Known(_, "") if empty => {
                 return Ok(self.finish(Plugin::CachingSha2Password, out));
             }
-            Account::Known("") => return Err(self.denied()),
-            Account::Known(_) | Account::Unknown if empty => return Err(self.denied()),
-            Account::Known(pw) if self.config.cache.is_cached(&self.session.user, pw) => {
+            Account::Known(_, "") => return Err(self.denied()),
+            Account::Known(..) | Account::Unknown if empty => return Err(self.denied()),
+            Account::Known(user, pw) if self.config.cache.is_cached(user, pw) => {
                 if !sha2_matches(&self.nonce, pw, response) {
                     return Err(self.denied());
                 }
                 self.more_data(out, &[FAST_AUTH_SUCCESS]);
                 return Ok(self.finish(Plugin::CachingSha2Password, out));
             }
-            Account::Known(_) | Account::Unknown => {}
+            Account::Known(..) | Account::Unknown => {}
         }
         self.more_data(out, &[PERFORM_FULL_AUTH]);
         self.state = State::AwaitFullAuth;
@@ -468,7 +466,7 @@ impl Handshake {
                 .session
                 .attrs
                 .iter()
-                .any(|(k, v)| k == "_client_name" && v == "MySQL Connector/J")
+                .any(|(k, v)| k == b"_client_name" && v == b"MySQL Connector/J")
     }
 
     /// After "perform full authentication": the cleartext password (secure
@@ -529,10 +527,10 @@ impl Handshake {
         self.session.using_password = !password.is_empty();
         let ok = match self.account() {
             Account::Open => true,
-            Account::Known(pw) => {
+            Account::Known(user, pw) => {
                 let ok = digest_eq(password, pw.as_bytes());
                 if ok {
-                    self.config.cache.insert(&self.session.user, pw);
+                    self.config.cache.insert(user, pw);
                 }
                 ok
             }

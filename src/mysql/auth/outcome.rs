@@ -19,7 +19,8 @@ pub enum Progress {
 /// A logged-in session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Authenticated {
-    pub user: String,
+    /// The user name's bytes as the client sent them.
+    pub user: Vec<u8>,
     /// The default database the client asked for (`None` if none or empty).
     pub database: Option<String>,
     /// The client's capabilities intersected with ours: what the session
@@ -35,8 +36,8 @@ pub struct Authenticated {
     /// The client's max packet size.
     pub max_packet: u32,
     /// Connection attributes (`_client_name`, `program_name`, …) in the
-    /// order the client sent them.
-    pub attrs: Vec<(String, String)>,
+    /// order the client sent them, as its bytes.
+    pub attrs: Vec<(Vec<u8>, Vec<u8>)>,
     /// The plugin that verified the password.
     pub plugin: Plugin,
     /// Whether the transport was TLS or a unix socket.
@@ -47,10 +48,10 @@ pub struct Authenticated {
 /// into `out`; flush it and close the connection.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthFailure {
-    #[error("access denied for user '{user}' (using password: {})", yes_no(*using_password))]
-    AccessDenied { user: String, using_password: bool },
-    #[error("user '{user}' offered a cleartext password over an insecure transport")]
-    InsecureCleartext { user: String },
+    #[error("access denied for user '{}' (using password: {})", user.escape_ascii(), yes_no(*using_password))]
+    AccessDenied { user: Vec<u8>, using_password: bool },
+    #[error("user '{}' offered a cleartext password over an insecure transport", user.escape_ascii())]
+    InsecureCleartext { user: Vec<u8> },
     #[error("bad handshake: {0}")]
     BadHandshake(&'static str),
     #[error("packets out of order: expected sequence id {expected}, got {got}")]
@@ -97,14 +98,18 @@ fn yes_no(b: bool) -> &'static str {
     if b { "YES" } else { "NO" }
 }
 
-fn access_denied(user: &str, using_password: bool, suffix: &str) -> MysqlError {
+/// ER_ACCESS_DENIED_ERROR, quoting the name as the client sent it (as the
+/// server does when the client's character set is its results' one).
+fn access_denied(user: &[u8], using_password: bool, suffix: &str) -> MysqlError {
+    let tail = format!(
+        "'@'localhost' (using password: {}){suffix}",
+        yes_no(using_password)
+    );
     MysqlError {
         code: 1045,
         state: "28000".into(),
-        message: format!(
-            "Access denied for user '{user}'@'localhost' (using password: {}){suffix}",
-            yes_no(using_password)
-        )
-        .into(),
+        message: [&b"Access denied for user '"[..], user, tail.as_bytes()]
+            .concat()
+            .into(),
     }
 }

@@ -71,13 +71,14 @@ impl<'a> Reader<'a> {
         self.take(len)
     }
 
-    /// Connection attributes: a lenenc total length, then key/value pairs.
-    pub(super) fn attrs(&mut self) -> Option<Vec<(String, String)>> {
+    /// Connection attributes: a lenenc total length, then key/value pairs,
+    /// as the client's bytes (in its character set, not always UTF-8).
+    pub(super) fn attrs(&mut self) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut block = Reader(self.lenenc_bytes()?);
         let mut attrs = Vec::new();
         while !block.is_empty() {
-            let key = String::from_utf8_lossy(block.lenenc_bytes()?).into_owned();
-            let value = String::from_utf8_lossy(block.lenenc_bytes()?).into_owned();
+            let key = block.lenenc_bytes()?.to_vec();
+            let value = block.lenenc_bytes()?.to_vec();
             attrs.push((key, value));
         }
         Some(attrs)

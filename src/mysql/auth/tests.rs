@@ -205,13 +205,15 @@ fn native_login_and_session_fields() {
     let a = done(r);
     assert_eq!(ps.len(), 1);
     assert_ok(&ps[0], 2);
-    assert_eq!(a.user, "app");
+    assert_eq!(a.user, b"app");
     assert_eq!(a.database.as_deref(), Some("shop"));
     assert_eq!(a.plugin, Plugin::MysqlNativePassword);
     assert_eq!(a.charset, 45);
     assert_eq!(a.max_packet, 16 << 20);
     assert!(!a.secure);
-    assert_eq!(a.attrs.iter().cloned().collect::<HashMap<_, _>>(), attrs);
+    let bytes = |s: &String| s.as_bytes().to_vec();
+    let sent: HashMap<_, _> = attrs.iter().map(|(k, v)| (bytes(k), bytes(v))).collect();
+    assert_eq!(a.attrs.iter().cloned().collect::<HashMap<_, _>>(), sent);
     let caps = a.capabilities;
     assert!(
         caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF | CapabilityFlags::CLIENT_PLUGIN_AUTH)
@@ -820,7 +822,7 @@ fn open_mode_accepts_anyone_with_a_proper_exchange() {
         None,
     );
     let (r, ps) = feed(&mut hs, 1, &payload);
-    assert_eq!(done(r).user, "anyone");
+    assert_eq!(done(r).user, b"anyone");
     assert_eq!(&ps[0].payload[..], &[1u8, 3][..]);
     assert_ok(&ps[1], 3);
     // Empty password: OK straight away.
@@ -914,10 +916,10 @@ fn change_user_switches_with_a_fresh_nonce() {
             r
         };
         let a = done(r);
-        assert_eq!(a.user, "üser");
+        assert_eq!(a.user, "üser".as_bytes());
         assert_eq!(a.database.as_deref(), Some("other"));
         assert_eq!(a.charset, 33);
-        assert_eq!(a.attrs, vec![("a".to_string(), "b".to_string())]);
+        assert_eq!(a.attrs, vec![(b"a".to_vec(), b"b".to_vec())]);
     }
 }
 
@@ -963,8 +965,8 @@ fn change_user_without_plugin_auth_verifies_native_on_the_old_nonce() {
     let mut out = Packets::default();
     let a = done(hs.change_user(0, &body, &mut out));
     assert_eq!(
-        (a.user.as_str(), a.database.as_deref()),
-        ("nopw", Some("db2"))
+        (&a.user[..], a.database.as_deref()),
+        (&b"nopw"[..], Some("db2"))
     );
     assert_eq!(a.charset, 45, "kept when the client sends none");
     assert_ok(&packets(&mut out)[0], 1);
@@ -1045,4 +1047,48 @@ fn random_login_packets_never_panic() {
             }
         }
     }
+}
+
+/// A name in the client's character set (latin1 `café` is 63 61 66 E9):
+/// kept as its bytes, never decoded into another name. With a user list
+/// (UTF-8) nobody has it: refused, quoting the bytes sent; in open mode it
+/// logs in as exactly those bytes, distinct from a name that differs only
+/// in bytes UTF-8 cannot read (KILL rights are by name).
+#[test]
+fn a_user_name_that_is_not_utf8_stays_its_bytes() {
+    let login = |cfg: &Arc<AuthConfig>, user: &[u8]| {
+        let mut hs = Handshake::new(Arc::clone(cfg), 1, false);
+        let (_, nonce) = greet(&mut hs);
+        let scramble = scramble_native(&nonce, b"s3cret").map(|s| s.to_vec());
+        let payload = ser(&HandshakeResponse::new(
+            scramble,
+            (8, 0, 36),
+            Some(user.to_vec()),
+            None::<Vec<u8>>,
+            Some(AuthPlugin::MysqlNativePassword),
+            client_caps(),
+            None,
+            16 << 20,
+        ));
+        feed(&mut hs, 1, &payload)
+    };
+    let users = config(Some(USERS), Plugin::MysqlNativePassword, false);
+    let (r, ps) = login(&users, b"caf\xe9");
+    assert_eq!(
+        r,
+        Err(AuthFailure::AccessDenied {
+            user: b"caf\xe9".to_vec(),
+            using_password: true
+        })
+    );
+    let err: ErrPacket = ParseBuf(&ps[0].payload).parse(client_caps()).unwrap();
+    assert_eq!(
+        err.server_error().message_ref(),
+        b"Access denied for user 'caf\xe9'@'localhost' (using password: YES)"
+    );
+    let open = config(None, Plugin::MysqlNativePassword, false);
+    let first = done(login(&open, b"caf\xe9").0).user;
+    let second = done(login(&open, b"caf\xe8").0).user;
+    assert_eq!(first, b"caf\xe9");
+    assert_ne!(first, second);
 }
