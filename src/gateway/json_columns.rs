@@ -12,6 +12,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use mysql_async::prelude::Queryable;
 use tracing::debug;
 
@@ -24,12 +25,13 @@ const TTL: Duration = Duration::from_secs(10);
 /// column then stays LONGTEXT rather than holding up the result.
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// (schema, table).
-type Table = (String, String);
+/// (schema, table), as the names' bytes: two names that differ only in
+/// bytes that are not UTF-8 are two tables.
+type Table = (Bytes, Bytes);
 /// Past this many tables, expired answers are dropped before adding one.
 const MAX_TABLES: usize = 1024;
 /// A table's JSON columns, and when they were looked up.
-type Entry = (Instant, Arc<HashSet<String>>);
+type Entry = (Instant, Arc<HashSet<Vec<u8>>>);
 
 /// The JSON columns of recently seen tables.
 #[derive(Default)]
@@ -73,27 +75,25 @@ impl JsonColumns {
             let table = table_of(field);
             if known
                 .get(&table)
-                .is_some_and(|columns| columns.contains(&*String::from_utf8_lossy(&field.org_name)))
+                .is_some_and(|columns| columns.contains(&field.org_name[..]))
             {
                 field.r#type = pb::Type::Json as i32;
             }
         }
     }
 
-    fn cached(&self, table: &Table) -> Option<Arc<HashSet<String>>> {
+    fn cached(&self, table: &Table) -> Option<Arc<HashSet<Vec<u8>>>> {
         let tables = self.tables.lock().expect("not poisoned");
         let (at, columns) = tables.get(table)?;
         (at.elapsed() < TTL).then(|| columns.clone())
     }
 }
 
-/// The table a field's column belongs to, by name (looked up as text in
-/// `information_schema`: a name that is not UTF-8 finds no JSON columns).
+/// The table a field's column belongs to, by the names' bytes (in the
+/// session's `character_set_results`; `information_schema` is searched for
+/// the same bytes, so a name that is not UTF-8 finds no JSON columns).
 fn table_of(field: &pb::Field) -> Table {
-    (
-        String::from_utf8_lossy(&field.database).into_owned(),
-        String::from_utf8_lossy(&field.org_table).into_owned(),
-    )
+    (field.database.clone(), field.org_table.clone())
 }
 
 /// A LONGTEXT column of a real table: MariaDB's JSON looks exactly so.
@@ -112,14 +112,14 @@ fn may_be_json(field: &pb::Field) -> bool {
 /// The columns of `table` that carry MariaDB's JSON check, whose
 /// constraint is named after the column; `None` if that could not be
 /// found out (the answer is then not cached).
-async fn lookup(pool: &mysql_async::Pool, (schema, table): &Table) -> Option<HashSet<String>> {
+async fn lookup(pool: &mysql_async::Pool, (schema, table): &Table) -> Option<HashSet<Vec<u8>>> {
     let result = tokio::time::timeout(LOOKUP_TIMEOUT, async {
         let mut conn = pool.get_conn().await?;
-        conn.exec::<(String, String), _, _>(
+        conn.exec::<(Vec<u8>, Vec<u8>), _, _>(
             "SELECT CONSTRAINT_NAME, CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS \
              WHERE CONSTRAINT_SCHEMA = ? AND TABLE_NAME = ? AND LEVEL = 'Column' \
              AND CHECK_CLAUSE LIKE 'json_valid(%'",
-            (schema, table),
+            (&schema[..], &table[..]),
         )
         .await
     })
@@ -150,8 +150,16 @@ async fn lookup(pool: &mysql_async::Pool, (schema, table): &Table) -> Option<Has
 }
 
 /// The check MariaDB adds to a JSON column, as it shows it.
-fn json_check(column: &str) -> String {
-    format!("json_valid(`{}`)", column.replace('`', "``"))
+fn json_check(column: &[u8]) -> Vec<u8> {
+    let mut check = b"json_valid(`".to_vec();
+    for &b in column {
+        check.push(b);
+        if b == b'`' {
+            check.push(b'`');
+        }
+    }
+    check.extend_from_slice(b"`)");
+    check
 }
 
 #[cfg(test)]
@@ -204,7 +212,17 @@ mod tests {
 
     #[test]
     fn the_check_is_matched_exactly() {
-        assert_eq!(json_check("j"), "json_valid(`j`)");
-        assert_eq!(json_check("a`b"), "json_valid(`a``b`)");
+        assert_eq!(json_check(b"j"), b"json_valid(`j`)");
+        assert_eq!(json_check(b"a`b"), b"json_valid(`a``b`)");
+    }
+
+    #[test]
+    fn tables_are_told_apart_by_their_bytes() {
+        let latin1 = |table: &'static [u8]| pb::Field {
+            org_table: bytes::Bytes::from_static(table),
+            ..longtext()
+        };
+        // Both would read as `caf\u{fffd}`.
+        assert_ne!(table_of(&latin1(b"caf\xe9")), table_of(&latin1(b"caf\xe8")));
     }
 }
