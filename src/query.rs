@@ -69,6 +69,8 @@ fn print_result(result: pb::QueryResult) {
         println!("OK, {} row(s) affected", result.rows_affected);
         return;
     }
+    // Printed for a person's terminal: bytes that are not UTF-8 show as
+    // U+FFFD (only this command-line tool does so).
     let names: Vec<std::borrow::Cow<'_, str>> = result
         .fields
         .iter()

@@ -30,28 +30,41 @@ enum Target<'a> {
 /// What the client printed: stdout and stderr, as bytes.
 type Printed = (Vec<u8>, Vec<u8>);
 
+/// Who logs in, into which database (as bytes: either may be latin1).
+#[derive(Clone, Copy)]
+struct Login<'a> {
+    /// The target's own account if `None`.
+    user: Option<&'a [u8]>,
+    database: &'a [u8],
+}
+
+const APP: Login<'static> = Login {
+    user: None,
+    database: b"app",
+};
+
 /// Runs `script` with the `mariadb` client in `charset` (`--force`: on
-/// past errors), logged in as `user` (the target's own account if `None`).
-async fn mariadb(target: Target<'_>, charset: &str, user: Option<&[u8]>, script: &[u8]) -> Printed {
+/// past errors).
+async fn mariadb(target: Target<'_>, charset: &str, login: Login<'_>, script: &[u8]) -> Printed {
+    use std::ffi::{OsStr, OsString};
+    use std::os::unix::ffi::OsStrExt;
     let (socket, default_user, password) = match target {
         Target::Direct(chain) => (&chain.stack.db.socket, "app", "app-backend-pw"),
         Target::Sidecar(chain) => (&chain.socket, LOCAL_USER, LOCAL_PASSWORD),
     };
-    let mut user_arg = std::ffi::OsString::from("--user=");
-    match user {
-        Some(bytes) => {
-            use std::os::unix::ffi::OsStrExt;
-            user_arg.push(std::ffi::OsStr::from_bytes(bytes));
-        }
-        None => user_arg.push(default_user),
-    }
+    let mut user_arg = OsString::from("--user=");
+    user_arg.push(
+        login
+            .user
+            .map_or(OsStr::new(default_user), OsStr::from_bytes),
+    );
     let mut child = Command::new("mariadb")
         .args(["--no-defaults", "--batch", "--force"])
         .arg(format!("--default-character-set={charset}"))
         .arg(format!("--socket={}", socket.display()))
         .arg(user_arg)
         .arg(format!("--password={password}"))
-        .arg("app")
+        .arg(OsStr::from_bytes(login.database))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -70,9 +83,9 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 
 /// Both targets, the sidecar first (so that a statement that changes the
 /// database runs there before it runs directly).
-async fn both(chain: &Chain, charset: &str, user: Option<&[u8]>, script: &[u8]) -> [Printed; 2] {
-    let via = mariadb(Target::Sidecar(chain), charset, user, script).await;
-    let direct = mariadb(Target::Direct(chain), charset, user, script).await;
+async fn both(chain: &Chain, charset: &str, login: Login<'_>, script: &[u8]) -> [Printed; 2] {
+    let via = mariadb(Target::Sidecar(chain), charset, login, script).await;
+    let direct = mariadb(Target::Direct(chain), charset, login, script).await;
     [via, direct]
 }
 
@@ -96,7 +109,7 @@ async fn latin1_error_and_warning_messages_are_the_backends_bytes() {
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'caf\xe9 cr\xe8me';\n\
         SELECT CAST('\xe9t\xe9' AS SIGNED);\n\
         SHOW WARNINGS;\n";
-    let [via, direct] = both(&chain, "latin1", None, script).await;
+    let [via, direct] = both(&chain, "latin1", APP, script).await;
     for (bytes, what) in [
         (
             &b"near '\xa9\xc3\xa8 foo bar' at line 1"[..],
@@ -139,7 +152,7 @@ async fn gbk_error_and_warning_messages_are_the_backends_bytes() {
         CALL fail_gbk();\n\
         SELECT CAST('\xd6\xd0x' AS SIGNED);\n\
         SHOW WARNINGS;\n";
-    let [via, direct] = both(&chain, "gbk", None, script).await;
+    let [via, direct] = both(&chain, "gbk", APP, script).await;
     assert!(
         contains(&direct.1, b"near 'WHERE '\xd6\xd0\xce\xc4'' at line 1")
             && contains(
@@ -165,11 +178,36 @@ async fn gbk_error_and_warning_messages_are_the_backends_bytes() {
 
 /// A login name that is not UTF-8 is never turned into another name: no
 /// local account can have it (the configuration is UTF-8), and the
-/// refusal quotes it as the server's does.
+/// refusal quotes it as the server's does. A database name that is not
+/// UTF-8 is read by the server in the client's character set, as directly
+/// (here: one the account may not use, 1044).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_login_name_that_is_not_utf8_is_refused_as_the_server_refuses_it() {
+async fn login_names_that_are_not_utf8_are_refused_as_the_server_refuses_them() {
     let chain = Chain::start().await;
-    let [via, direct] = both(&chain, "latin1", Some(b"caf\xe9"), b"SELECT 1;\n").await;
+    let unknown_database = Login {
+        user: None,
+        database: b"caf\xe9",
+    };
+    let [via, direct] = both(&chain, "latin1", unknown_database, b"SELECT 1;\n").await;
+    assert!(
+        direct.1.starts_with(
+            b"ERROR 1044 (42000): Access denied for user 'app'@'localhost' to database 'caf\xe9'"
+        ),
+        "directly:\n{}",
+        shown(&direct)
+    );
+    assert_eq!(
+        via,
+        direct,
+        "through the sidecar:\n{}\ndirectly:\n{}",
+        shown(&via),
+        shown(&direct)
+    );
+    let unknown_user = Login {
+        user: Some(b"caf\xe9"),
+        database: b"app",
+    };
+    let [via, direct] = both(&chain, "latin1", unknown_user, b"SELECT 1;\n").await;
     assert!(
         direct
             .1

@@ -71,5 +71,6 @@ pub async fn get(addr: SocketAddr, path: &str) -> Result<(u16, String), String> 
         .await
         .map_err(|e| e.to_string())?
         .to_bytes();
+    // Our admin endpoint's own text, shown to a person.
     Ok((status, String::from_utf8_lossy(&body).into_owned()))
 }

@@ -240,6 +240,8 @@ mod field_type {
     }
 }
 
+/// JSON strings carry only UTF-8: response names and messages that are
+/// not get U+FFFD (a request's `query` is refused instead).
 fn lossy(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }

@@ -396,6 +396,7 @@ async fn round_trip(report: &mut Report, version: HttpVersion, config: &ClientCo
         {
             Ok(Ok(reply)) => {
                 if let Some(error) = reply.message.error {
+                    // A report for a person: U+FFFD for bytes that are not UTF-8.
                     report.push_with_advice(check, Verdict::Fail, format!("authenticated, but SELECT 1 failed: {}", String::from_utf8_lossy(&error.message)), "the gateway cannot run queries on its backend: check the gateway's backend settings and logs");
                     return;
                 }

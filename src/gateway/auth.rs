@@ -75,6 +75,7 @@ impl Accounts {
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(encoded.trim())
             .map_err(|_| denied())?;
+        // Credentials are configured as UTF-8: other bytes match none.
         let decoded = String::from_utf8(decoded).map_err(|_| denied())?;
         let (user, password) = decoded.split_once(':').ok_or_else(denied)?;
         // database-js sends URL userinfo still percent-encoded, so a
@@ -108,6 +109,8 @@ fn percent_decode(s: &str) -> String {
         out.push(bytes[i]);
         i += 1;
     }
+    // Escapes of bytes that are not UTF-8 match no configured credential:
+    // the text stays as sent.
     String::from_utf8(out).unwrap_or_else(|_| s.to_string())
 }
 

@@ -104,6 +104,9 @@ pub fn pool(
     let opts = match (&config.socket, &config.address) {
         (Some(socket), _) => opts
             .ip_or_hostname("localhost")
+            // mysql_async takes the path as a String; a configured path
+            // that is not UTF-8 is refused by no check of ours but found
+            // by no connect (config, not data).
             .socket(Some(socket.to_string_lossy().into_owned()))
             .prefer_socket(true),
         (None, Some(address)) => {

@@ -282,6 +282,7 @@ impl Rpc {
                 };
             }
         };
+        // For the log only: what runs is `sql`'s bytes.
         debug!(sql = %String::from_utf8_lossy(&sql), "execute");
         if statement::is_load_local(&sql) {
             // The backend would ask for a file the API cannot carry, and

@@ -285,7 +285,7 @@ impl Connection {
                 let old = self.core.user_changed(login.charset);
                 self.close_in_background(old);
                 if let Some(db) = login.database {
-                    self.start_in(&db).await;
+                    self.start_in_named(&db, login.charset).await;
                 }
                 self.set_collation(login.charset).await;
                 Next::Continue
@@ -338,7 +338,7 @@ impl Connection {
             let cookie = self.core.session_mut().reset();
             self.close_in_background(cookie);
             return Err(reply.message.error.map_or_else(
-                || errors::unknown_database(db),
+                || errors::unknown_database(db.as_bytes()),
                 |e| from_rpc_message(&e.message),
             ));
         }
@@ -371,6 +371,47 @@ impl Connection {
         } else {
             self.use_database(db).await;
         }
+    }
+
+    /// [`start_in`](Self::start_in) a database named by the client's
+    /// bytes: a name that is not UTF-8 cannot be a session's target (text
+    /// in the API), so it is selected with a `USE` in the client's
+    /// character set (the collation is set first), which the server reads
+    /// as it reads a handshake's name; a refusal answers the client's
+    /// first command, as for any login database.
+    async fn start_in_named(&mut self, db: &[u8], collation: u16) {
+        match std::str::from_utf8(db) {
+            Ok(db) => self.start_in(db).await,
+            Err(_) => {
+                if let Err(e) = self.open_login_database_in_charset(db, collation).await {
+                    self.core.owe_error(e);
+                }
+            }
+        }
+    }
+
+    /// A login database whose name is not UTF-8, before the login's OK:
+    /// the collation, then `USE` with the name's bytes; the server's own
+    /// refusal (1049, or 1044 to an account without rights) if it fails.
+    pub async fn open_login_database_in_charset(
+        &mut self,
+        db: &[u8],
+        collation: u16,
+    ) -> Result<(), MysqlError> {
+        self.set_collation(collation).await;
+        let charset = crate::translate::sql_text::Charset::from_collation(collation);
+        let sql = statement::use_database(db, charset);
+        let mut reply = self
+            .shared
+            .client
+            .execute(self.core.session().cookie(), sql, HashMap::new())
+            .await
+            .map_err(|e| errors::from_call(&e, false))?;
+        self.core.update_session(&mut reply);
+        reply
+            .message
+            .error
+            .map_or(Ok(()), |e| Err(from_rpc_message(&e.message)))
     }
 
     async fn use_database(&mut self, db: &str) {

@@ -4,14 +4,14 @@
 
 use crate::api::Code;
 use crate::client::CallError;
-use crate::mysql::MysqlError;
 use crate::mysql::packet::PacketError;
+use crate::mysql::{ErrorText, MysqlError};
 
-fn error(code: u16, state: &str, message: impl Into<String>) -> MysqlError {
+fn error(code: u16, state: &str, message: impl Into<ErrorText>) -> MysqlError {
     MysqlError {
         code,
         state: state.into(),
-        message: message.into().into(),
+        message: message.into(),
     }
 }
 
@@ -110,9 +110,14 @@ pub fn too_many_placeholders() -> MysqlError {
 }
 
 /// ER_BAD_DB_ERROR, for a login database the gateway refused without
-/// saying why.
-pub fn unknown_database(db: &str) -> MysqlError {
-    error(1049, "42000", format!("Unknown database '{db}'"))
+/// saying why, or one whose name is not UTF-8 (the API names a session's
+/// database as text): quoted as the client's bytes.
+pub fn unknown_database(db: &[u8]) -> MysqlError {
+    error(
+        1049,
+        "42000",
+        [&b"Unknown database '"[..], db, b"'"].concat(),
+    )
 }
 
 /// ER_NO_SUCH_THREAD.
@@ -134,27 +139,74 @@ pub fn interrupted() -> MysqlError {
 /// ER_PARSE_ERROR, word for word what the server answers a client that
 /// did not enable multi-statements (its parser stops at the second
 /// statement, which starts at `second`): drivers and tests match on it.
-/// MariaDB (`mariadb`) names itself and marks a cut quote with "...";
-/// MySQL cuts the quote at 80 characters.
+/// The quote is the statement's own bytes, never decoded. MariaDB
+/// (`mariadb`) names itself and, past 80 bytes, keeps what fits in 77 up
+/// to a character's end and marks the cut with "..."; MySQL cuts the quote
+/// at 80 characters. Characters are UTF-8's here (an invalid byte counts
+/// as one): the server measures the quote converted to UTF-8, so in
+/// another client character set a long non-ASCII quote may be cut
+/// elsewhere than the server cuts it.
 pub fn multi_statements_disabled(sql: &[u8], second: usize, mariadb: bool) -> MysqlError {
-    // The statement runs nowhere: only the message quotes it (as text).
-    let rest = String::from_utf8_lossy(&sql[second..]);
+    let rest = &sql[second..];
     let line = sql[..second].iter().filter(|&&c| c == b'\n').count() + 1;
-    let near: String = if rest.chars().count() <= 80 {
-        rest.into_owned()
-    } else if mariadb {
-        rest.chars().take(77).chain("...".chars()).collect()
+    let near: Vec<u8> = if !mariadb {
+        rest[..utf8_chars_end(rest, 80)].to_vec()
+    } else if rest.len() <= 80 {
+        rest.to_vec()
     } else {
-        rest.chars().take(80).collect()
+        [&rest[..utf8_bytes_end(rest, 77)], b"..."].concat()
     };
     let server = if mariadb { "MariaDB" } else { "MySQL" };
+    let head = format!(
+        "You have an error in your SQL syntax; check the manual that corresponds to your {server} server version for the right syntax to use near '"
+    );
+    let tail = format!("' at line {line}");
     error(
         1064,
         "42000",
-        format!(
-            "You have an error in your SQL syntax; check the manual that corresponds to your {server} server version for the right syntax to use near '{near}' at line {line}"
-        ),
+        [head.as_bytes(), &near, tail.as_bytes()].concat(),
     )
+}
+
+/// Where the first `max` UTF-8 characters of `text` end.
+fn utf8_chars_end(text: &[u8], max: usize) -> usize {
+    let mut end = 0;
+    for _ in 0..max {
+        if end == text.len() {
+            break;
+        }
+        end += utf8_char_len(&text[end..]);
+    }
+    end
+}
+
+/// The longest prefix of `text` of at most `max` bytes that ends where a
+/// UTF-8 character does.
+fn utf8_bytes_end(text: &[u8], max: usize) -> usize {
+    let mut end = 0;
+    while end < text.len() {
+        let next = end + utf8_char_len(&text[end..]);
+        if next > max {
+            break;
+        }
+        end = next;
+    }
+    end
+}
+
+/// The length of the UTF-8 character `text` starts with; 1 for a byte
+/// that does not start a valid one.
+fn utf8_char_len(text: &[u8]) -> usize {
+    let want = match text[0] {
+        0xC2..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF4 => 4,
+        _ => return 1,
+    };
+    match text.get(..want) {
+        Some(c) if std::str::from_utf8(c).is_ok() => want,
+        _ => 1,
+    }
 }
 
 /// Multi-statements through a psdb server that is not a myquic gateway:
@@ -258,5 +310,50 @@ pub fn from_call(e: &CallError, in_transaction: bool) -> MysqlError {
             "08S01",
             format!("Lost connection to MySQL server: {other}"),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn near(e: &MysqlError) -> &[u8] {
+        let m = e.message.as_bytes();
+        let start = m.windows(6).position(|w| w == b"near '").expect("a quote") + 6;
+        let end = m
+            .windows(10)
+            .rposition(|w| w == b"' at line ")
+            .expect("a line");
+        &m[start..end]
+    }
+
+    #[test]
+    fn the_quote_is_the_statements_bytes() {
+        let sql = b"SELECT 1;\nSELECT 'caf\xe9'";
+        let e = multi_statements_disabled(sql, 10, true);
+        assert_eq!(near(&e), b"SELECT 'caf\xe9'");
+        assert!(e.message.as_bytes().ends_with(b"' at line 2"));
+    }
+
+    #[test]
+    fn mariadb_cuts_a_long_quote_at_a_character_end() {
+        // What MariaDB 10.11 answers for these (utf8mb4): 77 bytes at most,
+        // ending where a character ends, then "...".
+        let chinese = "中文".repeat(30);
+        for (prefix, kept) in [("", 76), ("x", 77), ("xy", 75)] {
+            let rest = format!("WHERE '{prefix}{chinese}'");
+            let sql = format!("SELECT 1;{rest}");
+            let e = multi_statements_disabled(sql.as_bytes(), 9, true);
+            let want = [&rest.as_bytes()[..kept], b"..."].concat();
+            assert_eq!(near(&e), &want[..], "{prefix:?}");
+        }
+        // At most 80 bytes: whole.
+        let rest = "é".repeat(40);
+        let e = multi_statements_disabled(format!("SELECT 1;{rest}").as_bytes(), 9, true);
+        assert_eq!(near(&e), rest.as_bytes());
+        // MySQL: 80 characters.
+        let rest = "é".repeat(90);
+        let e = multi_statements_disabled(format!("SELECT 1;{rest}").as_bytes(), 9, false);
+        assert_eq!(near(&e), "é".repeat(80).as_bytes());
     }
 }

@@ -360,6 +360,7 @@ async fn learn_upstream(shared: Arc<Shared>, learn_version: bool) {
                     .and_then(|r| r.rows.first())
                     .and_then(crate::translate::rows::unpack_row)
                     .and_then(|cells| cells.into_iter().next().flatten())
+                    // `VERSION()` is ASCII (the greeting's version is text).
                     .map(|v| String::from_utf8_lossy(&v).into_owned());
                 if let Some(version) = version {
                     // MariaDB prefixes its version for old clients; drivers
@@ -517,14 +518,21 @@ async fn serve(stream: Box<dyn Stream>, secure: bool, shared: Arc<Shared>) {
     // client's first command); another is tried before the login's OK,
     // so that a client naming a database that does not exist is refused
     // at connect (1049), as by a server.
-    let opened = match database {
-        Some(db) => conn.open_login_database(&db).await,
+    let mut collation_set = false;
+    let opened = match database.as_deref().map(|db| (db, std::str::from_utf8(db))) {
+        Some((_, Ok(db))) => conn.open_login_database(db).await,
+        Some((db, Err(_))) => {
+            collation_set = true;
+            conn.open_login_database_in_charset(db, login.charset).await
+        }
         None => Ok(()),
     };
     if conn.finish_login(ok, opened).await.is_none() {
         return;
     }
-    conn.set_collation(login.charset).await;
+    if !collation_set {
+        conn.set_collation(login.charset).await;
+    }
     conn.run().await;
 }
 

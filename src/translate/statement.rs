@@ -4,7 +4,7 @@
 //! client's character set, read as the server's lexer reads it
 //! ([`Dialect`]).
 
-use super::sql_text::{Dialect, is_executable_comment};
+use super::sql_text::{Charset, Dialect, is_executable_comment};
 
 /// True if `sql` is a single plain data statement (SELECT, INSERT, UPDATE,
 /// DELETE, REPLACE, SHOW, …). Such a statement cannot start or end a
@@ -218,10 +218,38 @@ pub fn set_names(collation_id: u16) -> Option<String> {
     ))
 }
 
+/// `USE` for a database name in the client's character set, as its bytes:
+/// backticks are doubled, but not a byte 0x60 inside a multibyte character
+/// (gbk, big5, sjis), which the server's lexer reads as part of it.
+pub fn use_database(name: &[u8], charset: Charset) -> Vec<u8> {
+    let mut sql = b"USE `".to_vec();
+    let mut i = 0;
+    while i < name.len() {
+        let len = charset.char_len(name, i);
+        sql.extend_from_slice(&name[i..i + len]);
+        if len == 1 && name[i] == b'`' {
+            sql.push(b'`');
+        }
+        i += len;
+    }
+    sql.push(b'`');
+    sql
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::translate::sql_text::Charset;
+
+    #[test]
+    fn a_database_name_is_quoted_as_its_bytes() {
+        assert_eq!(
+            use_database(b"caf\xe9", Charset::AsciiSafe),
+            b"USE `caf\xe9`"
+        );
+        assert_eq!(use_database(b"a`b", Charset::AsciiSafe), b"USE `a``b`");
+        // gbk: 0x81 0x60 is one character; the lone ` after it is not.
+        assert_eq!(use_database(b"\x81`x`", Charset::Gbk), b"USE `\x81`x```");
+    }
 
     const D: Dialect = Dialect {
         charset: Charset::AsciiSafe,

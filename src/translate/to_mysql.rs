@@ -174,18 +174,25 @@ fn malformed_row(detail: String) -> MysqlError {
     }
 }
 
+/// Quotes the value and the column name as their bytes, in the session's
+/// character set, as the server quotes values in its own messages.
 fn unconvertible(field: &pb::Field, text: &[u8]) -> MysqlError {
     const SHOWN: usize = 64;
-    let shown = String::from_utf8_lossy(&text[..text.len().min(SHOWN)]);
-    let ellipsis = if text.len() > SHOWN { "…" } else { "" };
+    let shown = &text[..text.len().min(SHOWN)];
+    let ellipsis: &[u8] = if text.len() > SHOWN { b"..." } else { b"" };
+    let kind = format!("' as {:?} in the binary protocol", column_type(field));
     MysqlError {
         code: 1105,
         state: "HY000".into(),
-        message: format!(
-            "Cannot send value '{shown}{ellipsis}' of column '{}' as {:?} in the binary protocol",
-            String::from_utf8_lossy(&field.name),
-            column_type(field)
-        )
+        message: [
+            &b"Cannot send value '"[..],
+            shown,
+            ellipsis,
+            b"' of column '",
+            &field.name,
+            kind.as_bytes(),
+        ]
+        .concat()
         .into(),
     }
 }

@@ -96,7 +96,7 @@ struct Session {
     /// The name's bytes as the client sent them: never decoded, so a name
     /// that is not UTF-8 can only be refused, never become another one.
     user: Vec<u8>,
-    database: Option<String>,
+    database: Option<Vec<u8>>,
     capabilities: CapabilityFlags,
     mariadb_capabilities: MariadbCapabilities,
     charset: u16,

@@ -21,8 +21,9 @@ pub enum Progress {
 pub struct Authenticated {
     /// The user name's bytes as the client sent them.
     pub user: Vec<u8>,
-    /// The default database the client asked for (`None` if none or empty).
-    pub database: Option<String>,
+    /// The default database the client asked for (`None` if none or
+    /// empty), as its bytes.
+    pub database: Option<Vec<u8>>,
     /// The client's capabilities intersected with ours: what the session
     /// may use (`CLIENT_DEPRECATE_EOF`, `CLIENT_MULTI_STATEMENTS`, …).
     pub capabilities: CapabilityFlags,

@@ -127,14 +127,7 @@ pub(super) fn parse_change_user(
     Ok(change)
 }
 
-/// A user or database name as text; `false` when it was not UTF-8.
-pub(super) fn decode_name(bytes: &[u8]) -> (String, bool) {
-    match std::str::from_utf8(bytes) {
-        Ok(s) => (s.to_string(), true),
-        Err(_) => (String::from_utf8_lossy(bytes).into_owned(), false),
-    }
-}
-
-pub(super) fn non_empty(name: Option<&[u8]>) -> Option<String> {
-    name.filter(|n| !n.is_empty()).map(|n| decode_name(n).0)
+/// A database name as the client's bytes (`None` when empty).
+pub(super) fn non_empty(name: Option<&[u8]>) -> Option<Vec<u8>> {
+    name.filter(|n| !n.is_empty()).map(<[u8]>::to_vec)
 }

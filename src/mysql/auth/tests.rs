@@ -206,7 +206,7 @@ fn native_login_and_session_fields() {
     assert_eq!(ps.len(), 1);
     assert_ok(&ps[0], 2);
     assert_eq!(a.user, b"app");
-    assert_eq!(a.database.as_deref(), Some("shop"));
+    assert_eq!(a.database.as_deref(), Some(&b"shop"[..]));
     assert_eq!(a.plugin, Plugin::MysqlNativePassword);
     assert_eq!(a.charset, 45);
     assert_eq!(a.max_packet, 16 << 20);
@@ -917,7 +917,7 @@ fn change_user_switches_with_a_fresh_nonce() {
         };
         let a = done(r);
         assert_eq!(a.user, "üser".as_bytes());
-        assert_eq!(a.database.as_deref(), Some("other"));
+        assert_eq!(a.database.as_deref(), Some(&b"other"[..]));
         assert_eq!(a.charset, 33);
         assert_eq!(a.attrs, vec![(b"a".to_vec(), b"b".to_vec())]);
     }
@@ -966,7 +966,7 @@ fn change_user_without_plugin_auth_verifies_native_on_the_old_nonce() {
     let a = done(hs.change_user(0, &body, &mut out));
     assert_eq!(
         (&a.user[..], a.database.as_deref()),
-        (&b"nopw"[..], Some("db2"))
+        (&b"nopw"[..], Some(&b"db2"[..]))
     );
     assert_eq!(a.charset, 45, "kept when the client sends none");
     assert_ok(&packets(&mut out)[0], 1);

@@ -102,7 +102,7 @@ fn quit_closes_and_ping_answers_ok() {
 #[test]
 fn an_owed_error_answers_the_next_command_and_closes() {
     let mut p = phase();
-    p.owe_error(errors::unknown_database("gone"));
+    p.owe_error(errors::unknown_database(b"gone"));
     let (step, out) = command(&mut p, &[0x0e]);
     assert!(matches!(step, Step::Answered(Next::Close)));
     assert_eq!(err_code(&out), 1049);
