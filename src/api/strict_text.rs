@@ -3,9 +3,11 @@
 //! Our proto has `bytes` where the published one has `string` (a `Field`'s
 //! names, error and warning messages), so that text in any character set
 //! crosses unaltered. The wire form is the same, but a client generated
-//! from the published proto that checks UTF-8 — Go's protobuf does, for
-//! every proto3 `string`, and PlanetScale's `psdb` client is built on it —
-//! refuses a whole response holding one string that is not valid UTF-8.
+//! from the published proto that checks UTF-8 — Go's standard protobuf
+//! codec does, for every proto3 `string` — refuses a whole response
+//! holding one string that is not valid UTF-8, and one that does not check
+//! (PlanetScale's `psdb` client's generated decoder) hands on a string
+//! that is not one (`tests/compat/psdb-go`: latin1Text).
 //! So the gateway sends such bytes unchanged only to a client that asks
 //! for them ([`RAW_TEXT_HEADER`](super::RAW_TEXT_HEADER): the sidecar);
 //! every other client gets them with U+FFFD, as JSON clients do.
