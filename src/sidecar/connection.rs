@@ -78,7 +78,8 @@ impl Connection {
             shared.max_packet,
             new_session,
             shared.client.is_myquic_gateway(),
-        ));
+        ))
+        .with_budget(shared.memory.connection(shared.memory_per_connection));
         Self {
             io,
             shared,
@@ -223,6 +224,7 @@ impl Connection {
         // learns it here.
         self.core
             .set_marked_ends(self.shared.client.is_myquic_gateway());
+        (self.core).set_request_limit(self.shared.client.max_request_bytes());
         let step = self.core.command(packet, out);
         if step.uses_session() {
             self.read_cursors_ahead().await;
