@@ -218,7 +218,10 @@ mod tests {
         a1.set(50).unwrap();
         assert_eq!(
             a.charge().set(11),
-            Err(Exceeded::Connection { limit: 60, used: 50 })
+            Err(Exceeded::Connection {
+                limit: 60,
+                used: 50
+            })
         );
         let mut b1 = b.charge();
         assert_eq!(b1.set(51), Err(Exceeded::Process { limit: 100 }));

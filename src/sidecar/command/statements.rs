@@ -48,9 +48,8 @@ impl Prepared {
         budget: &ConnectionBudget,
     ) -> Result<Self, MysqlError> {
         let mut charge = budget.charge();
-        let cost = STATEMENT_OVERHEAD
-            + sql.len()
-            + usize::from(params) * std::mem::size_of::<ParamType>();
+        let cost =
+            STATEMENT_OVERHEAD + sql.len() + usize::from(params) * std::mem::size_of::<ParamType>();
         charge.set(cost).map_err(|e| e.statement_refused())?;
         Ok(Self {
             sql: Bytes::copy_from_slice(sql),
@@ -70,12 +69,16 @@ impl Prepared {
             return;
         }
         let held = self.params.long_data_len().saturating_add(data.len());
-        if limits.max_request > 0 && limits.max_request < limits.max_packet && held > limits.max_request
+        if limits.max_request > 0
+            && limits.max_request < limits.max_packet
+            && held > limits.max_request
         {
             self.params
                 .refuse_long_data(too_large_for_gateway(param, held, limits.max_request));
         } else if let Err(e) = self.charge.set(self.base_cost().saturating_add(held)) {
-            let what = format!("the long data of parameter {param} ({held} bytes so far)");
+            let what = format!(
+                "the statement's long data ({held} bytes with this part of parameter {param})"
+            );
             self.params.refuse_long_data(e.value_refused(&what));
         } else {
             self.params.send_long_data(param, data, limits.max_packet);
@@ -105,7 +108,7 @@ fn too_large_for_gateway(param: u16, held: usize, limit: usize) -> MysqlError {
         code: 1153,
         state: "08S01".into(),
         message: format!(
-            "Got a packet bigger than 'max_allowed_packet' bytes: the long data of parameter {param} ({held} bytes with what was sent before) is larger than the gateway accepts in a request ({limit} bytes, its max_request_bytes); the statement was not run"
+            "Got a packet bigger than 'max_allowed_packet' bytes: the statement's long data ({held} bytes with this part of parameter {param}) is larger than the gateway accepts in a request ({limit} bytes, its max_request_bytes); the statement was not run"
         ),
     }
 }
