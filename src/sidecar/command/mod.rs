@@ -584,6 +584,8 @@ fn quoted_statement(dialect: &Dialect, prefix: &[u8], name: &[u8], suffix: &[u8]
 }
 
 #[cfg(test)]
+mod budget_tests;
+#[cfg(test)]
 mod fuzz;
 #[cfg(test)]
 mod tests;
