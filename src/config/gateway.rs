@@ -82,6 +82,10 @@ pub struct BackendConfig {
     pub warm_connections: usize,
     /// Upper bound of backend connections per credential.
     pub max_connections: usize,
+    /// Backend connections all sessions together may hold, shared fairly
+    /// among credentials (`gateway::shares`); 0: 80 % of the backend's
+    /// `max_connections`, read at start.
+    pub max_connections_total: usize,
     #[serde(with = "humantime_serde")]
     pub connect_timeout: Duration,
     /// TLS to the backend; unset: `preferred` over TCP, `disabled` on a
@@ -277,6 +281,7 @@ impl Default for BackendConfig {
             socket: None,
             warm_connections: 4,
             max_connections: 200,
+            max_connections_total: 0,
             connect_timeout: Duration::from_secs(5),
             tls: None,
             tls_ca: None,

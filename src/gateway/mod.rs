@@ -13,6 +13,7 @@ pub mod packet_limit;
 mod rpc;
 mod service;
 mod session_state;
+mod shares;
 pub(crate) mod sessions;
 mod stream;
 mod vitess;
@@ -91,6 +92,12 @@ impl Gateway {
             config.sessions.idle_timeout,
             config.sessions.max_sessions,
         ));
+        // Until the backend's max_connections is learned (`auto`), the
+        // per-credential bound is the total too.
+        let backend_shares = shares::BackendShares::new(match config.backend.max_connections_total {
+            0 => config.backend.max_connections,
+            total => total,
+        });
         let service = Arc::new(Service {
             accounts,
             rpc: Rpc {
@@ -99,6 +106,7 @@ impl Gateway {
                 connect_timeout: config.backend.connect_timeout,
                 json_columns: Default::default(),
                 backend_packet: Default::default(),
+                backend_shares: backend_shares.clone(),
             },
             in_flight: service::in_flight_gauge(),
             request_body_timeout: config.timeouts.request_body,
@@ -142,6 +150,15 @@ impl Gateway {
             config.sessions.idle_timeout,
             shutdown.clone(),
         ));
+        if config.backend.max_connections_total == 0
+            && let Some(account) = service.accounts.iter().next()
+        {
+            tasks.spawn(shares::learn_total(
+                backend_shares.clone(),
+                account.pool().clone(),
+                shutdown.clone(),
+            ));
+        }
         let warm = config.backend.warm_connections;
         for account in service.accounts.iter().cloned() {
             tasks.spawn(async move {
