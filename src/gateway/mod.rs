@@ -150,12 +150,15 @@ impl Gateway {
             config.sessions.idle_timeout,
             shutdown.clone(),
         ));
+        // `auto`: read the backend's max_connections now (briefly: a
+        // backend that is down must not hold the start up), else retry.
         if config.backend.max_connections_total == 0
             && let Some(account) = service.accounts.iter().next()
+            && !shares::learn_total_now(&backend_shares, account, Duration::from_secs(1)).await
         {
             tasks.spawn(shares::learn_total(
                 backend_shares.clone(),
-                account.pool().clone(),
+                account.clone(),
                 shutdown.clone(),
             ));
         }

@@ -34,6 +34,8 @@ use tracing::info;
 use crate::api::{ApiError, Code};
 use crate::mysql::MysqlError;
 
+use super::auth::Account;
+
 /// `total` divided among `active` credentials (at least one each).
 fn share(total: usize, active: usize) -> usize {
     (total / active.max(1)).max(1)
@@ -293,36 +295,55 @@ fn too_many_connections(total: usize, held: usize, fair: usize, waited: Duration
     }
 }
 
-/// Learns the backend's `max_connections` through `pool` and makes the
-/// total 80 % of it (the rest: the gateway's own queries, other gateways'
-/// and administrators' connections), retrying every second until the
-/// backend answers.
+/// Learns the backend's `max_connections` (as `account`) and makes the
+/// total 80 % of it — the rest for the gateway's own queries, other
+/// gateways' and administrators' connections. Tried once at start, within
+/// `within`, so the first requests already see it; whether it was.
+pub async fn learn_total_now(
+    shares: &BackendShares,
+    account: &Account,
+    within: Duration,
+) -> bool {
+    tokio::time::timeout(within, learn_total_once(shares, account))
+        .await
+        .unwrap_or(false)
+}
+
+/// [`learn_total_now`] again every second until the backend answers.
 pub async fn learn_total(
     shares: Arc<BackendShares>,
-    pool: mysql_async::Pool,
+    account: Arc<Account>,
     stop: tokio_util::sync::CancellationToken,
 ) {
-    use mysql_async::prelude::Queryable;
-    loop {
-        let asked = async {
-            let mut conn = pool.get_conn().await?;
-            conn.query_first::<usize, _>("SELECT @@max_connections")
-                .await
-        };
-        if let Ok(Some(backend)) = asked.await {
-            let total = (backend * 4 / 5).max(1);
-            info!(
-                backend_max_connections = backend,
-                total, "backend connections shared among credentials"
-            );
-            shares.set_total(total);
-            return;
-        }
+    while !learn_total_once(&shares, &account).await {
         tokio::select! {
             () = stop.cancelled() => return,
             () = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
     }
+}
+
+async fn learn_total_once(shares: &BackendShares, account: &Account) -> bool {
+    use mysql_async::prelude::Queryable;
+    // Whether the backend offers TLS first: the pool asked is the one used.
+    if account.pools.settle().await.is_err() {
+        return false;
+    }
+    let asked = async {
+        let mut conn = account.pool().get_conn().await?;
+        conn.query_first::<usize, _>("SELECT @@max_connections")
+            .await
+    };
+    let Ok(Some(backend)) = asked.await else {
+        return false;
+    };
+    let total = (backend * 4 / 5).max(1);
+    info!(
+        backend_max_connections = backend,
+        total, "backend connections shared among credentials"
+    );
+    shares.set_total(total);
+    true
 }
 
 #[cfg(test)]
