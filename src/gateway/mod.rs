@@ -150,6 +150,9 @@ impl Gateway {
             config.sessions.idle_timeout,
             shutdown.clone(),
         ));
+        for account in service.accounts.iter() {
+            account.pools.all().for_each(|pool| backend_shares.watch(pool));
+        }
         // `auto`: read the backend's max_connections now (briefly: a
         // backend that is down must not hold the start up), else retry.
         if config.backend.max_connections_total == 0

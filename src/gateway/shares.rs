@@ -36,6 +36,10 @@ use crate::mysql::MysqlError;
 
 use super::auth::Account;
 
+/// How often a request waiting only for connections being reset looks
+/// again.
+const RECYCLING_RECHECK: Duration = Duration::from_millis(5);
+
 /// `total` divided among `active` credentials (at least one each).
 fn share(total: usize, active: usize) -> usize {
     (total / active.max(1)).max(1)
@@ -140,6 +144,11 @@ pub fn sessions_full(max: usize, held: usize, fair: usize) -> ApiError {
 pub struct BackendShares {
     total: AtomicUsize,
     holdings: Mutex<Holdings>,
+    /// The pools' own figures: a connection a session gave back is being
+    /// reset (`COM_RESET_CONNECTION`) for a moment before it can be taken
+    /// again, and a session taking one meanwhile would make its pool open
+    /// another — so those count as in use too.
+    pools: Mutex<Vec<Arc<mysql_async::Metrics>>>,
     /// Signalled whenever a connection is given back or a waiter leaves.
     changed: Notify,
 }
@@ -152,9 +161,10 @@ struct Holdings {
 }
 
 impl Holdings {
-    /// Whether `owner` may take a connection now.
-    fn may_take(&self, owner: &str, total: usize) -> bool {
-        if self.in_use >= total {
+    /// Whether `owner` may take a connection now, with `recycling` more
+    /// on their way back to their pools.
+    fn may_take(&self, owner: &str, total: usize, recycling: usize) -> bool {
+        if self.in_use + recycling >= total {
             return false;
         }
         let others_wait = self.waiting.keys().any(|o| o != owner);
@@ -206,6 +216,7 @@ impl BackendShares {
         Arc::new(Self {
             total: AtomicUsize::new(total.max(1)),
             holdings: Mutex::default(),
+            pools: Mutex::default(),
             changed: Notify::new(),
         })
     }
@@ -225,6 +236,25 @@ impl BackendShares {
         self.holdings.lock().expect("not poisoned").held(owner)
     }
 
+    /// Counts the connections `pool` is resetting as in use.
+    pub fn watch(&self, pool: &mysql_async::Pool) {
+        self.pools.lock().expect("not poisoned").push(pool.metrics());
+    }
+
+    /// Connections open but neither in use nor ready in their pool.
+    fn recycling(&self) -> usize {
+        let pools = self.pools.lock().expect("not poisoned");
+        pools
+            .iter()
+            .map(|m| {
+                let open = m.connection_count.load(Ordering::Relaxed);
+                let in_use = m.connections_in_use.load(Ordering::Relaxed);
+                let ready = m.connections_in_pool.load(Ordering::Relaxed);
+                open.saturating_sub(in_use + ready)
+            })
+            .sum()
+    }
+
     /// A permit for one more backend connection of `owner`, waiting up to
     /// `within` for one to be given back; then MySQL's 1040.
     pub async fn acquire(
@@ -239,9 +269,10 @@ impl BackendShares {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
+            let recycling = self.recycling();
             {
                 let mut h = self.holdings.lock().expect("not poisoned");
-                if h.may_take(owner, self.total()) {
+                if h.may_take(owner, self.total(), recycling) {
                     if queued {
                         Holdings::adjust(&mut h.waiting, owner, false);
                     }
@@ -257,7 +288,12 @@ impl BackendShares {
                     queued = true;
                 }
             }
-            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+            // A reset ends without a signal here: look again shortly.
+            let until = match recycling {
+                0 => deadline,
+                _ => deadline.min(tokio::time::Instant::now() + RECYCLING_RECHECK),
+            };
+            if tokio::time::timeout_at(until, changed).await.is_err() && until == deadline {
                 let refusal = {
                     let mut h = self.holdings.lock().expect("not poisoned");
                     Holdings::adjust(&mut h.waiting, owner, false);
