@@ -108,7 +108,7 @@ fn too_large_for_gateway(param: u16, held: usize, limit: usize) -> MysqlError {
         code: 1153,
         state: "08S01".into(),
         message: format!(
-            "Got a packet bigger than 'max_allowed_packet' bytes: the statement's long data ({held} bytes with this part of parameter {param}) is larger than the gateway accepts in a request ({limit} bytes, its max_request_bytes); the statement was not run"
+            "Got a packet bigger than 'max_allowed_packet' bytes: the statement's long data ({held} bytes with this part of parameter {param}) is larger than the gateway's max_request_bytes ({limit} bytes); not sent, and the statement was not run"
         ),
     }
 }
