@@ -34,6 +34,9 @@
 //! - `budget_refusals_name_their_limit_and_leave_connections_usable`:
 //!   1461 past the connection's budget, 1041 past the process's, both
 //!   given back when statements close.
+//! - `a_packet_beyond_the_process_budget_gets_1041`: a packet being read
+//!   counts against `memory_total`: past it ERR 1041 and a close, as a
+//!   server that cannot allocate a packet buffer; the budget is free again.
 
 mod common;
 
@@ -593,4 +596,35 @@ async fn budget_refusals_name_their_limit_and_leave_connections_usable() {
     b.prep(most_placeholders(12)).await.unwrap();
     a.close(held.pop().unwrap()).await.unwrap();
     a.prep(most_placeholders(3)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_packet_beyond_the_process_budget_gets_1041() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("s");
+    let chain = start(|c| {
+        c.socket = Some(socket.clone());
+        c.memory_per_connection = 1 << 20;
+        c.memory_total = 2 << 20;
+    })
+    .await;
+    let stream = tokio::net::UnixStream::connect(&socket).await.unwrap();
+    let mut client = RawClient::login(stream, APP.0, APP.1, "app").await;
+    // 3 MiB: within max_allowed_packet, beyond what the process may hold.
+    let mut query = b"\x03SELECT LENGTH('".to_vec();
+    query.resize(3 << 20, b'x');
+    query.extend_from_slice(b"')");
+    match client.command_refused_early(&query).await {
+        Answer::Err(1041, message) => assert!(message.contains("memory_total"), "{message}"),
+        other => panic!("1041: {other:?}"),
+    }
+    client.closed().await;
+    // Given back with the connection: 1.5 MiB fits again, for anyone.
+    let mut other = chain.client_as(OTHER).await;
+    let length: usize = other
+        .query_first(format!("SELECT LENGTH('{}')", "y".repeat(3 << 19)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(length, 3 << 19);
 }

@@ -13,8 +13,8 @@ pub mod packet_limit;
 mod rpc;
 mod service;
 mod session_state;
-mod shares;
 pub(crate) mod sessions;
+mod shares;
 mod stream;
 mod vitess;
 
@@ -94,10 +94,11 @@ impl Gateway {
         ));
         // Until the backend's max_connections is learned (`auto`), the
         // per-credential bound is the total too.
-        let backend_shares = shares::BackendShares::new(match config.backend.max_connections_total {
-            0 => config.backend.max_connections,
-            total => total,
-        });
+        let backend_shares =
+            shares::BackendShares::new(match config.backend.max_connections_total {
+                0 => config.backend.max_connections,
+                total => total,
+            });
         let service = Arc::new(Service {
             accounts,
             rpc: Rpc {
@@ -151,7 +152,10 @@ impl Gateway {
             shutdown.clone(),
         ));
         for account in service.accounts.iter() {
-            account.pools.all().for_each(|pool| backend_shares.watch(pool));
+            account
+                .pools
+                .all()
+                .for_each(|pool| backend_shares.watch(pool));
         }
         // `auto`: read the backend's max_connections now (briefly: a
         // backend that is down must not hold the start up), else retry.

@@ -238,7 +238,10 @@ impl BackendShares {
 
     /// Counts the connections `pool` is resetting as in use.
     pub fn watch(&self, pool: &mysql_async::Pool) {
-        self.pools.lock().expect("not poisoned").push(pool.metrics());
+        self.pools
+            .lock()
+            .expect("not poisoned")
+            .push(pool.metrics());
     }
 
     /// Connections open but neither in use nor ready in their pool.
@@ -335,11 +338,7 @@ fn too_many_connections(total: usize, held: usize, fair: usize, waited: Duration
 /// total 80 % of it — the rest for the gateway's own queries, other
 /// gateways' and administrators' connections. Tried once at start, within
 /// `within`, so the first requests already see it; whether it was.
-pub async fn learn_total_now(
-    shares: &BackendShares,
-    account: &Account,
-    within: Duration,
-) -> bool {
+pub async fn learn_total_now(shares: &BackendShares, account: &Account, within: Duration) -> bool {
     tokio::time::timeout(within, learn_total_once(shares, account))
         .await
         .unwrap_or(false)
@@ -400,7 +399,11 @@ mod tests {
         // of their sessions can be forgotten (all in use or pinned), 429.
         let e = shares.refusal("other", 10);
         assert_eq!(e.code, Code::ResourceExhausted);
-        assert!(e.message.contains("holds 5, its share is 5"), "{}", e.message);
+        assert!(
+            e.message.contains("holds 5, its share is 5"),
+            "{}",
+            e.message
+        );
         drop(flood);
         assert_eq!(shares.held("flood"), 0);
     }

@@ -86,17 +86,34 @@ impl ConnectionBudget {
         Charge {
             budget: self.clone(),
             bytes: 0,
+            process_only: false,
         }
     }
 
-    fn reserve(&self, bytes: usize) -> Result<(), Exceeded> {
+    /// An empty charge against the process's budget only: for what the
+    /// connection's own limits already bound (a packet being read, at
+    /// most `max_allowed_packet`), but that thousands of connections
+    /// could hold at once.
+    pub fn process_charge(&self) -> Charge {
+        Charge {
+            budget: self.clone(),
+            bytes: 0,
+            process_only: true,
+        }
+    }
+
+    fn reserve(&self, bytes: usize, process_only: bool) -> Result<(), Exceeded> {
         let inner = &*self.0;
-        take(&inner.used, bytes, inner.limit).map_err(|used| Exceeded::Connection {
-            limit: inner.limit,
-            used,
-        })?;
+        if !process_only {
+            take(&inner.used, bytes, inner.limit).map_err(|used| Exceeded::Connection {
+                limit: inner.limit,
+                used,
+            })?;
+        }
         if take(&inner.process.used, bytes, inner.process.limit).is_err() {
-            inner.used.fetch_sub(bytes, Ordering::Relaxed);
+            if !process_only {
+                inner.used.fetch_sub(bytes, Ordering::Relaxed);
+            }
             return Err(Exceeded::Process {
                 limit: inner.process.limit,
             });
@@ -104,8 +121,10 @@ impl ConnectionBudget {
         Ok(())
     }
 
-    fn release(&self, bytes: usize) {
-        self.0.used.fetch_sub(bytes, Ordering::Relaxed);
+    fn release(&self, bytes: usize, process_only: bool) {
+        if !process_only {
+            self.0.used.fetch_sub(bytes, Ordering::Relaxed);
+        }
         self.0.process.used.fetch_sub(bytes, Ordering::Relaxed);
     }
 }
@@ -125,6 +144,8 @@ fn take(used: &AtomicUsize, bytes: usize, limit: usize) -> Result<(), usize> {
 pub struct Charge {
     budget: ConnectionBudget,
     bytes: usize,
+    /// Charged to the process's budget alone.
+    process_only: bool,
 }
 
 impl Charge {
@@ -132,9 +153,9 @@ impl Charge {
     /// leaving the charge as it was), less is given back.
     pub fn set(&mut self, bytes: usize) -> Result<(), Exceeded> {
         if bytes > self.bytes {
-            self.budget.reserve(bytes - self.bytes)?;
+            (self.budget).reserve(bytes - self.bytes, self.process_only)?;
         } else {
-            self.budget.release(self.bytes - bytes);
+            (self.budget).release(self.bytes - bytes, self.process_only);
         }
         self.bytes = bytes;
         Ok(())
@@ -147,7 +168,7 @@ impl Charge {
 
 impl Drop for Charge {
     fn drop(&mut self) {
-        self.budget.release(self.bytes);
+        self.budget.release(self.bytes, self.process_only);
     }
 }
 
@@ -234,6 +255,18 @@ mod tests {
         drop(a1);
         drop(b1);
         assert_eq!((a.used(), b.used(), process.used()), (0, 0, 0));
+    }
+
+    #[test]
+    fn a_process_charge_leaves_the_connections_budget_alone() {
+        let process = ProcessBudget::new(100);
+        let a = process.connection(10);
+        let mut packet = a.process_charge();
+        packet.set(90).unwrap();
+        assert_eq!((a.used(), process.used()), (0, 90));
+        assert_eq!(packet.set(101), Err(Exceeded::Process { limit: 100 }));
+        drop(packet);
+        assert_eq!(process.used(), 0);
     }
 
     #[test]

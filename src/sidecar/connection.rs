@@ -72,6 +72,9 @@ impl Connection {
         };
         let mariadb =
             (shared.auth.read().expect("not poisoned").server_version).contains("MariaDB");
+        let budget = shared.memory.connection(shared.memory_per_connection);
+        let mut io = io;
+        io.charge_to(&budget);
         let core = CommandPhase::new(command::Login::new(
             login,
             mariadb,
@@ -79,7 +82,7 @@ impl Connection {
             new_session,
             shared.client.is_myquic_gateway(),
         ))
-        .with_budget(shared.memory.connection(shared.memory_per_connection));
+        .with_budget(budget);
         Self {
             io,
             shared,
@@ -134,6 +137,16 @@ impl Connection {
                 Err(IoError::Packet(e)) => {
                     let mut out = Packets::reply_to(0);
                     response::err(&mut out, &errors::packet_too_large(&e));
+                    let _ = self.io.write(&mut out).await;
+                    let _ = self.io.flush().await;
+                    break;
+                }
+                // A server that cannot allocate a packet's buffer answers
+                // 1041 and ends the connection (the rest of the packet
+                // cannot be read past).
+                Err(IoError::OverBudget(e)) => {
+                    let mut out = Packets::reply_to(0);
+                    response::err(&mut out, &e.process_refused());
                     let _ = self.io.write(&mut out).await;
                     let _ = self.io.flush().await;
                     break;

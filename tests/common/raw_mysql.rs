@@ -89,6 +89,26 @@ impl<S: AsyncRead + AsyncWrite + Unpin> RawClient<S> {
         self.write(payload).await;
     }
 
+    /// Sends a command the server may refuse (and close) before it has
+    /// read all of it, so the write may fail; then its answer.
+    pub async fn command_refused_early(&mut self, payload: &[u8]) -> Answer {
+        self.seq = 0;
+        let _ = self.try_write(payload).await;
+        self.answer().await
+    }
+
+    /// Waits for the server to close the connection.
+    pub async fn closed(mut self) {
+        let mut buf = [0u8; 1024];
+        loop {
+            let read = tokio::time::timeout(ANSWER_WITHIN, self.stream.read(&mut buf));
+            match read.await.expect("closed in time") {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    }
+
     /// `COM_STMT_PREPARE`: the statement id (panics on an error).
     pub async fn prepare(&mut self, sql: &str) -> u32 {
         let mut payload = vec![0x16];
@@ -206,26 +226,30 @@ impl<S: AsyncRead + AsyncWrite + Unpin> RawClient<S> {
     }
 
     async fn write(&mut self, payload: &[u8]) {
+        self.try_write(payload).await.expect("written");
+    }
+
+    async fn try_write(&mut self, payload: &[u8]) -> std::io::Result<()> {
         // A payload of 16 MiB − 1 or more goes in full packets, ended by a
         // shorter one (empty if need be).
         let mut rest = payload;
         loop {
             let n = rest.len().min(0xff_ffff);
-            self.write_packet(&rest[..n]).await;
+            self.write_packet(&rest[..n]).await?;
             rest = &rest[n..];
             if n < 0xff_ffff {
                 break;
             }
         }
-        self.stream.flush().await.unwrap();
+        self.stream.flush().await
     }
 
-    async fn write_packet(&mut self, chunk: &[u8]) {
+    async fn write_packet(&mut self, chunk: &[u8]) -> std::io::Result<()> {
         let len = (chunk.len() as u32).to_le_bytes();
         let header = [len[0], len[1], len[2], self.seq];
         self.seq = self.seq.wrapping_add(1);
-        self.stream.write_all(&header).await.unwrap();
-        self.stream.write_all(chunk).await.unwrap();
+        self.stream.write_all(&header).await?;
+        self.stream.write_all(chunk).await
     }
 
     /// One logical packet (joined if split).
