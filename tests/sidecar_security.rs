@@ -461,7 +461,7 @@ async fn long_data_stops_at_the_gateways_request_limit() {
     let stack = Stack::start().await;
     let sidecar = SidecarChild::start(None, stack.addr(), &stack.cert).await;
     let mut client = raw_client(&sidecar).await;
-    let sql = vec!["LENGTH(?)"; 8].join(" + ");
+    let sql = ["LENGTH(?)"; 8].join(" + ");
     let id = client.prepare(&format!("SELECT {sql}")).await;
     let before = sidecar.memory("VmHWM");
     // 8 parameters × 60 MiB, in the 16 MiB chunks drivers send.
