@@ -37,6 +37,8 @@
 //! - `a_packet_beyond_the_process_budget_gets_1041`: a packet being read
 //!   counts against `memory_total`: past it ERR 1041 and a close, as a
 //!   server that cannot allocate a packet buffer; the budget is free again.
+//! - `a_row_beyond_the_process_budget_gets_1041`: rows waiting to be
+//!   written count too: the statement ends in 1041, the connection goes on.
 
 mod common;
 
@@ -627,4 +629,33 @@ async fn a_packet_beyond_the_process_budget_gets_1041() {
         .unwrap()
         .unwrap();
     assert_eq!(length, 3 << 19);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_beyond_the_process_budget_gets_1041() {
+    let chain = start(|c| {
+        c.memory_per_connection = 1 << 20;
+        c.memory_total = 2 << 20;
+    })
+    .await;
+    let mut conn = chain.client_as(APP).await;
+    let e = conn
+        .query_drop("SELECT REPEAT('x', 3145728)")
+        .await
+        .expect_err("refused");
+    let (code, state, message) = server_error(&e);
+    assert_eq!((code, state.as_str()), (1041, "HY000"), "{message}");
+    assert!(message.contains("memory_total"), "{message}");
+    let length: usize = conn
+        .query_first("SELECT LENGTH(REPEAT('x', 1048576))")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(length, 1 << 20, "the connection goes on");
+    let row: String = conn
+        .query_first("SELECT REPEAT('y', 1048576)")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.len(), 1 << 20, "a row within the budget is written");
 }

@@ -479,6 +479,9 @@ impl Connection {
         };
         let handle = self.registration.handle.clone();
         let mut hung_up = false;
+        // Rows waiting to be written: at most WRITE_CHUNK and one message,
+        // but a message may hold one row as large as the backend allows.
+        let mut buffered = self.core.budget().process_charge();
         loop {
             // The read of the next message is kept across a hang-up (it
             // is not cancel-safe: a half-read message would be lost).
@@ -519,9 +522,19 @@ impl Connection {
                 Ok(None) => break,
                 Err(e) => return self.core.execution_failed(exec, &e, out),
             }
-            if out.buf.len() >= WRITE_CHUNK && (hung_up || self.io.write(out).await.is_err()) {
-                // Dropping the stream cancels the statement upstream.
-                return Next::Close;
+            if out.buf.len() >= WRITE_CHUNK {
+                if let Err(e) = buffered.set(out.buf.len()) {
+                    // As a server that cannot allocate a row's buffer: the
+                    // statement ends in an error (dropping the stream
+                    // cancels it upstream); the connection goes on.
+                    self.core.execution_stopped(exec, &e.process_refused(), out);
+                    return if hung_up { Next::Close } else { Next::Continue };
+                }
+                if hung_up || self.io.write(out).await.is_err() {
+                    // Dropping the stream cancels the statement upstream.
+                    return Next::Close;
+                }
+                let _ = buffered.set(0);
             }
         }
         let next = self.core.finish_execution(exec, out);

@@ -229,6 +229,11 @@ impl<S> CommandPhase<S> {
         self
     }
 
+    /// What this connection may hold.
+    pub fn budget(&self) -> &ConnectionBudget {
+        &self.budget
+    }
+
     /// The largest request the gateway takes, as it last said (0: not
     /// known).
     pub fn set_request_limit(&mut self, max_request: usize) {
