@@ -46,8 +46,10 @@ pub struct SidecarConfig {
     /// rows read ahead (see `sidecar::budget`). Past it a statement gets
     /// 1461 and a value 1153; the connection goes on.
     pub memory_per_connection: usize,
-    /// Most bytes all client connections together may make it hold; past
-    /// it 1041 (out of resources), and the connection goes on.
+    /// Most bytes all client connections together may make it hold, also
+    /// counting packets being read and rows waiting to be written; past it
+    /// 1041 (out of resources), and the connection goes on (after a packet
+    /// that could not be read: 1041 and a close).
     pub memory_total: usize,
     /// Authentication of local clients.
     pub auth: AuthConfig,

@@ -464,10 +464,14 @@ impl Sessions {
             let Ok(mut state) = slot.state.try_lock() else {
                 continue;
             };
-            if !state.is_pinned() && state.conn.take().is_some() {
-                state.backend_share = None;
+            if state.is_pinned() {
+                continue;
+            }
+            if state.conn.take().is_some() {
                 released += 1;
             }
+            // Also a share kept after its connection was lost.
+            state.backend_share = None;
         }
         released
     }
