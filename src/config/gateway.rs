@@ -202,6 +202,9 @@ pub struct SessionConfig {
     /// A session unused this long is closed; its transaction rolled back.
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
+    /// Most live sessions, shared fairly among credentials (see
+    /// `gateway::shares`): when full, an idle unpinned session of the
+    /// credential furthest over its share is forgotten for a new one.
     pub max_sessions: usize,
 }
 
