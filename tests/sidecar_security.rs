@@ -18,6 +18,27 @@
 //!   drain timeout.
 //! - `any_user_on_the_network_must_be_asked_for`: `--check-config` exits 64
 //!   (a warning once allowed); `myquic doctor` warns.
+//!
+//! Memory budgets (`memory_per_connection`, `memory_total`): the three
+//! attacks of issue 11 item 10 against `myquic sidecar` at its defaults,
+//! its RSS read from `/proc/PID/status`, and the refusals' codes:
+//!
+//! - `many_prepared_statements_of_65535_placeholders_stay_small`: 40 held
+//!   statements grow RSS by well under the 88 MiB they took before.
+//! - `long_data_stops_at_the_gateways_request_limit`: 8 × 60 MiB of
+//!   `COM_STMT_SEND_LONG_DATA` peaks far below the 1 GB it reached; the
+//!   execute gets 1153 naming `max_request_bytes`; the connection goes on.
+//! - `open_cursors_read_ahead_within_the_connections_budget`: six cursors
+//!   of 100 MiB hold one budget, not 6 × 64 MiB; their fetches get 1153;
+//!   the connection and another client go on.
+//! - `budget_refusals_name_their_limit_and_leave_connections_usable`:
+//!   1461 past the connection's budget, 1041 past the process's, both
+//!   given back when statements close.
+//! - `a_packet_beyond_the_process_budget_gets_1041`: a packet being read
+//!   counts against `memory_total`: past it ERR 1041 and a close, as a
+//!   server that cannot allocate a packet buffer; the budget is free again.
+//! - `a_row_beyond_the_process_budget_gets_1041`: rows waiting to be
+//!   written count too: the statement ends in 1041, the connection goes on.
 
 mod common;
 
@@ -32,7 +53,9 @@ use tokio::net::TcpStream;
 use myquic::sidecar::SidecarConfig;
 
 use common::Stack;
+use common::raw_mysql::{Answer, RawClient, SERVER_STATUS_CURSOR_EXISTS};
 use common::sidecar::{Chain, local_user};
+use common::sidecar_child::SidecarChild;
 
 const APP: (&str, &str) = ("app", "local-secret");
 const OTHER: (&str, &str) = ("other", "other-secret");
@@ -389,4 +412,250 @@ async fn any_user_on_the_network_must_be_asked_for() {
     let (code, out) = myquic(&["--config", &refused, "doctor"]).await;
     assert!(out.contains("FAIL clients"), "{out}");
     assert_eq!(code, 1, "{out}");
+}
+
+// === memory budgets ===
+
+const MIB: u64 = 1 << 20;
+
+/// A raw client logged in to the sidecar child over its unix socket.
+async fn raw_client(sidecar: &SidecarChild) -> RawClient<tokio::net::UnixStream> {
+    let socket = tokio::net::UnixStream::connect(&sidecar.socket)
+        .await
+        .unwrap();
+    RawClient::login(socket, common::LOCAL_USER, common::LOCAL_PASSWORD, "app").await
+}
+
+/// `SELECT … WHERE 1 IN (?, … ?)` with 65,535 placeholders, the most a
+/// statement may have; `tag` makes each text distinct.
+fn most_placeholders(tag: usize) -> String {
+    let placeholders = vec!["?"; 65_535].join(",");
+    format!("SELECT {tag} FROM DUAL WHERE 1 IN ({placeholders})")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_prepared_statements_of_65535_placeholders_stay_small() {
+    let stack = Stack::start().await;
+    let sidecar = SidecarChild::start(None, stack.addr(), &stack.cert).await;
+    // Statements stay prepared while the driver caches them.
+    let opts = mysql_async::OptsBuilder::from_opts(sidecar.opts()).stmt_cache_size(64);
+    let mut conn = mysql_async::Conn::new(opts).await.unwrap();
+    conn.prep(most_placeholders(0)).await.unwrap();
+    let before = sidecar.memory("VmRSS");
+    let mut held = Vec::new();
+    for tag in 1..=40 {
+        held.push(conn.prep(most_placeholders(tag)).await.unwrap());
+    }
+    let grown = sidecar.memory("VmRSS").saturating_sub(before);
+    eprintln!(
+        "40 statements of 65,535 placeholders: RSS +{} MiB",
+        grown / MIB
+    );
+    // Before: +88 MiB (a long-data slot per placeholder, 2 MiB each).
+    // Now each holds its text and parameter types, 256 KiB.
+    assert!(grown < 32 * MIB, "RSS grew by {} MiB", grown / MIB);
+    let one: i64 = conn.query_first("SELECT 1").await.unwrap().unwrap();
+    assert_eq!(one, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_data_stops_at_the_gateways_request_limit() {
+    let stack = Stack::start().await;
+    let sidecar = SidecarChild::start(None, stack.addr(), &stack.cert).await;
+    let mut client = raw_client(&sidecar).await;
+    let sql = ["LENGTH(?)"; 8].join(" + ");
+    let id = client.prepare(&format!("SELECT {sql}")).await;
+    let before = sidecar.memory("VmHWM");
+    // 8 parameters × 60 MiB, in the 16 MiB chunks drivers send.
+    let chunk = vec![b'x'; 15 << 20];
+    for param in 0..8 {
+        for _ in 0..4 {
+            client.send_long_data(id, param, &chunk).await;
+        }
+    }
+    let answer = client.execute_long_data(id, 8).await;
+    let peak = sidecar.memory("VmHWM").saturating_sub(before);
+    eprintln!(
+        "8 × 60 MiB of long data: peak RSS +{} MiB; {answer:?}",
+        peak / MIB
+    );
+    let Answer::Err(code, message) = answer else {
+        panic!("refused: {answer:?}");
+    };
+    // Refused by whichever is smaller: the gateway's request limit (the
+    // backend's max_allowed_packet + 1 MiB) or the connection's budget
+    // (here: the test's MariaDB takes 64 MiB packets).
+    assert_eq!(code, 1153, "{message}");
+    assert!(
+        message.contains("max_request_bytes") || message.contains("memory_per_connection"),
+        "{message}"
+    );
+    // Before: 480 MiB held, 1 GB at the peak. Now one request's worth.
+    assert!(peak < 160 * MIB, "peak RSS grew by {} MiB", peak / MIB);
+    // The connection goes on, and the statement too.
+    assert_eq!(
+        client.query("SELECT 1").await,
+        Answer::Rows { rows: 1, status: 2 }
+    );
+    for param in 0..8 {
+        client.send_long_data(id, param, b"0123456789").await;
+    }
+    assert_eq!(
+        client.execute_long_data(id, 8).await,
+        Answer::Rows { rows: 1, status: 2 }
+    );
+}
+
+/// 100 rows of 1 MiB: more than a cursor may read ahead.
+const HUNDRED_MIB: &str = "WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 100) SELECT n, REPEAT('x', 1048576) FROM s";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_cursors_read_ahead_within_the_connections_budget() {
+    let stack = Stack::start().await;
+    let sidecar = SidecarChild::start(None, stack.addr(), &stack.cert).await;
+    let mut client = raw_client(&sidecar).await;
+    let mut ids = Vec::new();
+    for _ in 0..6 {
+        ids.push(client.prepare(HUNDRED_MIB).await);
+    }
+    let before = sidecar.memory("VmRSS");
+    // Each execute needs the session, so the cursors opened before it
+    // read ahead; the query after the last one reads that one ahead.
+    for id in &ids {
+        let Answer::Rows { rows: 0, status } = client.execute(*id, true).await else {
+            panic!("a cursor opened");
+        };
+        assert_ne!(status & SERVER_STATUS_CURSOR_EXISTS, 0);
+    }
+    assert_eq!(
+        client.query("SELECT 1").await,
+        Answer::Rows { rows: 1, status: 2 }
+    );
+    let grown = sidecar.memory("VmRSS").saturating_sub(before);
+    eprintln!("6 cursors of 100 MiB read ahead: RSS +{} MiB", grown / MIB);
+    // Before: 64 MiB per cursor (+318 MiB for six). Now 64 MiB in all.
+    assert!(grown < 160 * MIB, "RSS grew by {} MiB", grown / MIB);
+    // Another client is not affected.
+    let mut other = sidecar.connect().await;
+    let one: i64 = other.query_first("SELECT 1").await.unwrap().unwrap();
+    assert_eq!(one, 1);
+    // A cursor that could not read on says so at its fetch, with the
+    // limit named; its rows are then given back.
+    for id in &ids[1..] {
+        match client.fetch(*id, 1000).await {
+            Answer::Err(1153, message) => {
+                assert!(message.contains("memory_per_connection"), "{message}")
+            }
+            other => panic!("1153 for cursor {id}: {other:?}"),
+        }
+    }
+    let _ = client.fetch(ids[0], 1000).await;
+    // With the budget free again, a cursor reads to its end.
+    let small = client.prepare("SELECT 1 UNION ALL SELECT 2").await;
+    assert!(matches!(
+        client.execute(small, true).await,
+        Answer::Rows { rows: 0, .. }
+    ));
+    assert!(matches!(
+        client.fetch(small, 10).await,
+        Answer::Rows { rows: 2, .. }
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budget_refusals_name_their_limit_and_leave_connections_usable() {
+    // Each statement of 65,535 placeholders is charged 257 KiB: three fit
+    // in a connection's 1 MiB, five in the process's 1.5 MiB.
+    let chain = start(|c| {
+        c.memory_per_connection = 1 << 20;
+        c.memory_total = 3 << 19;
+    })
+    .await;
+    let mut a = chain.client_as(APP).await;
+    let mut held = Vec::new();
+    for tag in 0..3 {
+        held.push(a.prep(most_placeholders(tag)).await.unwrap());
+    }
+    let e = a.prep(most_placeholders(3)).await.expect_err("over budget");
+    let (code, state, message) = server_error(&e);
+    assert_eq!((code, state.as_str()), (1461, "42000"), "{message}");
+    assert!(message.contains("memory_per_connection"), "{message}");
+    let one: i64 = a.query_first("SELECT 1").await.unwrap().unwrap();
+    assert_eq!(one, 1, "the connection goes on");
+    // Another client has its own budget, within what is left in all.
+    let mut b = chain.client_as(OTHER).await;
+    let first = b.prep(most_placeholders(10)).await.unwrap();
+    b.prep(most_placeholders(11)).await.unwrap();
+    let e = b
+        .prep(most_placeholders(12))
+        .await
+        .expect_err("process full");
+    let (code, state, message) = server_error(&e);
+    assert_eq!((code, state.as_str()), (1041, "HY000"), "{message}");
+    assert!(message.contains("memory_total"), "{message}");
+    // Closing a statement gives its memory back.
+    b.close(first).await.unwrap();
+    b.prep(most_placeholders(12)).await.unwrap();
+    a.close(held.pop().unwrap()).await.unwrap();
+    a.prep(most_placeholders(3)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_packet_beyond_the_process_budget_gets_1041() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("s");
+    let chain = start(|c| {
+        c.socket = Some(socket.clone());
+        c.memory_per_connection = 1 << 20;
+        c.memory_total = 2 << 20;
+    })
+    .await;
+    let stream = tokio::net::UnixStream::connect(&socket).await.unwrap();
+    let mut client = RawClient::login(stream, APP.0, APP.1, "app").await;
+    // 3 MiB: within max_allowed_packet, beyond what the process may hold.
+    let mut query = b"\x03SELECT LENGTH('".to_vec();
+    query.resize(3 << 20, b'x');
+    query.extend_from_slice(b"')");
+    match client.command_refused_early(&query).await {
+        Answer::Err(1041, message) => assert!(message.contains("memory_total"), "{message}"),
+        other => panic!("1041: {other:?}"),
+    }
+    client.closed().await;
+    // Given back with the connection: 1.5 MiB fits again, for anyone.
+    let mut other = chain.client_as(OTHER).await;
+    let length: usize = other
+        .query_first(format!("SELECT LENGTH('{}')", "y".repeat(3 << 19)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(length, 3 << 19);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_beyond_the_process_budget_gets_1041() {
+    let chain = start(|c| {
+        c.memory_per_connection = 1 << 20;
+        c.memory_total = 2 << 20;
+    })
+    .await;
+    let mut conn = chain.client_as(APP).await;
+    let e = conn
+        .query_drop("SELECT REPEAT('x', 3145728)")
+        .await
+        .expect_err("refused");
+    let (code, state, message) = server_error(&e);
+    assert_eq!((code, state.as_str()), (1041, "HY000"), "{message}");
+    assert!(message.contains("memory_total"), "{message}");
+    let length: usize = conn
+        .query_first("SELECT LENGTH(REPEAT('x', 1048576))")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(length, 1 << 20, "the connection goes on");
+    let row: String = conn
+        .query_first("SELECT REPEAT('y', 1048576)")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.len(), 1 << 20, "a row within the budget is written");
 }

@@ -188,6 +188,11 @@ impl Wire {
         self.max_request.load(Ordering::Relaxed) > 0
     }
 
+    /// The largest request the gateway said it takes (0: not said).
+    pub(super) fn max_request_bytes(&self) -> usize {
+        self.max_request.load(Ordering::Relaxed)
+    }
+
     /// Refuses, unsent, a request larger than the gateway said it takes
     /// (as the gateway itself would, after the upload): the caller gets
     /// the gateway's own `resource_exhausted` refusal.

@@ -137,6 +137,12 @@ impl Client {
         self.inner.wire.is_myquic_gateway()
     }
 
+    /// The largest request the gateway takes, as it last said (0: not
+    /// said yet, or not our gateway).
+    pub fn max_request_bytes(&self) -> usize {
+        self.inner.wire.max_request_bytes()
+    }
+
     pub async fn create_session(&self) -> Result<Reply<pb::CreateSessionResponse>, CallError> {
         let body = encode_with_session(None, &pb::CreateSessionRequest {});
         let prepared = self.inner.wire.unary(Method::CreateSession, body);

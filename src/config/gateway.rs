@@ -82,6 +82,10 @@ pub struct BackendConfig {
     pub warm_connections: usize,
     /// Upper bound of backend connections per credential.
     pub max_connections: usize,
+    /// Backend connections all sessions together may hold, shared fairly
+    /// among credentials (`gateway::shares`); 0: 80 % of the backend's
+    /// `max_connections`, read at start.
+    pub max_connections_total: usize,
     #[serde(with = "humantime_serde")]
     pub connect_timeout: Duration,
     /// TLS to the backend; unset: `preferred` over TCP, `disabled` on a
@@ -198,6 +202,9 @@ pub struct SessionConfig {
     /// A session unused this long is closed; its transaction rolled back.
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
+    /// Most live sessions, shared fairly among credentials (see
+    /// `gateway::shares`): when full, an idle unpinned session of the
+    /// credential furthest over its share is forgotten for a new one.
     pub max_sessions: usize,
 }
 
@@ -277,6 +284,7 @@ impl Default for BackendConfig {
             socket: None,
             warm_connections: 4,
             max_connections: 200,
+            max_connections_total: 0,
             connect_timeout: Duration::from_secs(5),
             tls: None,
             tls_ca: None,

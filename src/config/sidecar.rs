@@ -41,6 +41,16 @@ pub struct SidecarConfig {
     /// Largest packet accepted from a client (MySQL's max_allowed_packet),
     /// once it has logged in. Before that: [`LOGIN_MAX_PACKET`].
     pub max_allowed_packet: usize,
+    /// Most bytes one client connection may make the sidecar hold between
+    /// commands: its prepared statements, their long data, its cursors'
+    /// rows read ahead (see `sidecar::budget`). Past it a statement gets
+    /// 1461 and a value 1153; the connection goes on.
+    pub memory_per_connection: usize,
+    /// Most bytes all client connections together may make it hold, also
+    /// counting packets being read and rows waiting to be written; past it
+    /// 1041 (out of resources), and the connection goes on (after a packet
+    /// that could not be read: 1041 and a close).
+    pub memory_total: usize,
     /// Authentication of local clients.
     pub auth: AuthConfig,
     /// TLS for clients that ask for it (a generated certificate unless
@@ -155,6 +165,8 @@ impl Default for SidecarConfig {
             login_timeout: Duration::from_secs(10),
             worker_threads: 0,
             max_allowed_packet: 64 << 20,
+            memory_per_connection: 64 << 20,
+            memory_total: 512 << 20,
             auth: AuthConfig::default(),
             tls: FrontTls::default(),
             upstream: UpstreamConfig::default(),
@@ -223,6 +235,18 @@ impl SidecarConfig {
             return Err(invalid(
                 "sidecar.max_allowed_packet",
                 "must be at least 1024",
+            ));
+        }
+        if self.memory_per_connection < 1 << 20 {
+            return Err(invalid(
+                "sidecar.memory_per_connection",
+                "must be at least 1048576 (1 MiB)",
+            ));
+        }
+        if self.memory_total < self.memory_per_connection {
+            return Err(invalid(
+                "sidecar.memory_total",
+                "must be at least sidecar.memory_per_connection",
             ));
         }
         if self.max_connections == 0 {

@@ -69,6 +69,10 @@ impl BackendError {
     }
 }
 
+/// How long a pooled backend connection beyond `warm_connections` may
+/// stay unused before it is closed.
+pub const IDLE_CONNECTION_TTL: Duration = Duration::from_secs(10);
+
 /// A pool of connections for one backend account; over TLS with `ssl`.
 pub fn pool(
     config: &BackendConfig,
@@ -99,7 +103,11 @@ pub fn pool(
             PoolOpts::default()
                 .with_constraints(constraints)
                 .with_reset_connection(true)
-                .with_inactive_connection_ttl(Duration::from_secs(3600)),
+                // Connections beyond the warm ones close after 10 s unused:
+                // a credential's burst must not keep the backend's
+                // max_connections after it (see `shares`).
+                .with_inactive_connection_ttl(IDLE_CONNECTION_TTL)
+                .with_ttl_check_interval(Duration::from_secs(1)),
         );
     let opts = match (&config.socket, &config.address) {
         (Some(socket), _) => opts

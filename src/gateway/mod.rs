@@ -15,6 +15,7 @@ mod rpc;
 mod service;
 mod session_state;
 pub(crate) mod sessions;
+mod shares;
 mod stream;
 mod vitess;
 
@@ -92,6 +93,13 @@ impl Gateway {
             config.sessions.idle_timeout,
             config.sessions.max_sessions,
         ));
+        // Until the backend's max_connections is learned (`auto`), the
+        // per-credential bound is the total too.
+        let backend_shares =
+            shares::BackendShares::new(match config.backend.max_connections_total {
+                0 => config.backend.max_connections,
+                total => total,
+            });
         let service = Arc::new(Service {
             accounts,
             rpc: Rpc {
@@ -100,6 +108,7 @@ impl Gateway {
                 connect_timeout: config.backend.connect_timeout,
                 json_columns: Default::default(),
                 backend_packet: Default::default(),
+                backend_shares: backend_shares.clone(),
             },
             in_flight: service::in_flight_gauge(),
             request_body_timeout: config.timeouts.request_body,
@@ -143,6 +152,24 @@ impl Gateway {
             config.sessions.idle_timeout,
             shutdown.clone(),
         ));
+        for account in service.accounts.iter() {
+            account
+                .pools
+                .all()
+                .for_each(|pool| backend_shares.watch(pool));
+        }
+        // `auto`: read the backend's max_connections now (briefly: a
+        // backend that is down must not hold the start up), else retry.
+        if config.backend.max_connections_total == 0
+            && let Some(account) = service.accounts.iter().next()
+            && !shares::learn_total_now(&backend_shares, account, Duration::from_secs(1)).await
+        {
+            tasks.spawn(shares::learn_total(
+                backend_shares.clone(),
+                account.clone(),
+                shutdown.clone(),
+            ));
+        }
         let warm = config.backend.warm_connections;
         for account in service.accounts.iter().cloned() {
             tasks.spawn(async move {

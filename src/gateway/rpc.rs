@@ -31,6 +31,8 @@ pub struct Rpc {
     pub json_columns: JsonColumns,
     /// The backend's max_allowed_packet, once learned.
     pub backend_packet: BackendPacket,
+    /// Each credential's share of the backend connections sessions hold.
+    pub backend_shares: Arc<super::shares::BackendShares>,
 }
 
 /// What one statement produced, besides what went to the sink.
@@ -515,6 +517,14 @@ impl Rpc {
     ) -> Result<&'a mut mysql_async::Conn, MysqlError> {
         let state = &mut *lease.state;
         if state.conn.is_none() {
+            if state.backend_share.is_none() {
+                // Waits (up to connect_timeout) while the credential is
+                // over its share and others need connections.
+                let share = (self.backend_shares)
+                    .acquire(&account.username, self.connect_timeout)
+                    .await?;
+                state.backend_share = Some(share);
+            }
             let pool = account.pool_for(state.client_found_rows);
             let mut conn = tokio::time::timeout(self.connect_timeout, pool.get_conn())
                 .await

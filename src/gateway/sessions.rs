@@ -23,6 +23,7 @@ use crate::api::{ApiError, Code};
 use crate::translate::sql_text::Dialect;
 
 use super::session_state::{self, RELEASE_IDLE_CONNECTION_AFTER};
+use super::shares::{ConnectionPermit, SessionShares, SessionToken};
 
 /// How long the gateway remembers that an expired session held a
 /// transaction, to refuse it clearly rather than start afresh.
@@ -34,6 +35,11 @@ const MAX_TOMBSTONES: usize = 100_000;
 pub struct SessionState {
     /// The pinned backend connection; taken from the pool at first use.
     pub conn: Option<mysql_async::Conn>,
+    /// The credential's share of backend connections `conn` counts
+    /// against (`super::shares`): taken before it, given back with it when
+    /// the session ends or idles (kept across a lost connection, which
+    /// the session's next request replaces).
+    pub backend_share: Option<ConnectionPermit>,
     pub in_transaction: bool,
     pub autocommit: bool,
     pub last_insert_id: u64,
@@ -145,6 +151,8 @@ pub struct Slot {
     /// The signature of the last cookie issued for it: a request naming
     /// another one carries state this gateway did not produce last.
     issued: Mutex<[u8; 32]>,
+    /// Counts it in its owner's share of `max_sessions`.
+    _share: SessionToken,
 }
 
 /// Exclusive use of a session for the length of one request.
@@ -180,6 +188,8 @@ pub struct Sessions {
     key: [u8; 32],
     idle_timeout: Duration,
     max_sessions: usize,
+    /// Live sessions per credential (see `super::shares`).
+    shares: SessionShares,
     live: Mutex<HashMap<String, Arc<Slot>>>,
     /// Ended sessions that held a transaction or backend state, and when.
     tombstones: Mutex<HashMap<String, Instant>>,
@@ -194,6 +204,7 @@ impl Sessions {
             key,
             idle_timeout,
             max_sessions,
+            shares: SessionShares::default(),
             live: Mutex::new(HashMap::new()),
             tombstones: Mutex::new(HashMap::new()),
             draining: AtomicBool::new(false),
@@ -453,9 +464,14 @@ impl Sessions {
             let Ok(mut state) = slot.state.try_lock() else {
                 continue;
             };
-            if !state.is_pinned() && state.conn.take().is_some() {
+            if state.is_pinned() {
+                continue;
+            }
+            if state.conn.take().is_some() {
                 released += 1;
             }
+            // Also a share kept after its connection was lost.
+            state.backend_share = None;
         }
         released
     }
@@ -493,10 +509,12 @@ impl Sessions {
     fn create(&self, owner: &str, id: String) -> Result<Lease, ApiError> {
         let mut live = self.live.lock().expect("not poisoned");
         if live.len() >= self.max_sessions {
-            return Err(ApiError::new(
-                Code::ResourceExhausted,
-                format!("too many sessions (limit {})", self.max_sessions),
-            ));
+            // Full: an idle session of whoever is over its share is
+            // forgotten (its cookie rebuilds it), or the request refused.
+            let victim = self.shares.victim(owner, self.max_sessions)?;
+            if !forget_one_idle(&mut live, &victim) {
+                return Err(self.shares.refusal(owner, self.max_sessions));
+            }
         }
         let state = SessionState {
             autocommit: true,
@@ -512,6 +530,7 @@ impl Sessions {
             state: Arc::new(tokio::sync::Mutex::new(state)),
             last_used: Mutex::new(Instant::now()),
             issued: Mutex::new([0; 32]),
+            _share: self.shares.token(owner),
         });
         let state = slot
             .state
@@ -547,6 +566,21 @@ const TRANSACTION_ELSEWHERE: &str = "the session's transaction is not on this ga
 const STATE_ELSEWHERE: &str = "the session's backend state (temporary tables, user variables, locks, prepared statements or settings that are not replayed) is not on this gateway (it is on another gateway of the tier, or was on this one before it restarted); the statement was not run";
 
 /// 128 random bits, URL-safe base64 (22 characters, like Vitess's nanoid).
+/// Forgets one session of `owner` that no request holds and that lives
+/// whole in its cookie (no transaction, no backend state): its next
+/// request rebuilds it, as on another gateway of a tier. Whether there
+/// was one.
+fn forget_one_idle(live: &mut HashMap<String, Arc<Slot>>, owner: &str) -> bool {
+    let idle = live.iter().find_map(|(id, slot)| {
+        if slot.owner != owner {
+            return None;
+        }
+        let state = slot.state.try_lock().ok()?;
+        (!state.is_pinned()).then(|| id.clone())
+    });
+    idle.and_then(|id| live.remove(&id)).is_some()
+}
+
 fn new_id() -> String {
     let mut bytes = [0u8; 16];
     rand::rng().fill_bytes(&mut bytes);

@@ -4,6 +4,8 @@
 //! Values are read as the server reads them ([`ParamValue`]); what they
 //! become upstream is `translate::params`' business.
 
+use std::collections::BTreeMap;
+
 use bytes::{Bytes, BytesMut};
 
 use super::temporal::{DateTime, Time};
@@ -67,7 +69,9 @@ pub struct ParamType {
 pub struct StatementParams {
     count: u16,
     types: Vec<ParamType>,
-    long_data: Vec<Option<BytesMut>>,
+    /// By parameter index; only parameters that were sent any (a map, not
+    /// a slot per placeholder: 65,535 empty slots cost 2 MiB a statement).
+    long_data: BTreeMap<u16, BytesMut>,
     /// A SEND_LONG_DATA error, reported by the next execute (the command
     /// itself has no response).
     pending_error: Option<MysqlError>,
@@ -79,7 +83,7 @@ impl StatementParams {
         Self {
             count,
             types: Vec::new(),
-            long_data: vec![None; usize::from(count)],
+            long_data: BTreeMap::new(),
             pending_error: None,
         }
     }
@@ -95,17 +99,21 @@ impl StatementParams {
     }
 
     /// COM_STMT_SEND_LONG_DATA: appends `data` to parameter `index`.
-    /// Errors (bad index, more than `max_bytes` in total) are kept for the
-    /// next execute, as the server does, and the data is dropped.
+    /// Errors (bad index, more than `max_bytes` of long data in all: one
+    /// request carries every parameter) are kept for the next execute, as
+    /// the server does, and the statement's long data is dropped; until
+    /// that execute, more long data is ignored (MySQL's statement in its
+    /// error state), so a failed value cannot go on growing.
     pub fn send_long_data(&mut self, index: u16, data: &[u8], max_bytes: usize) {
-        let Some(slot) = self.long_data.get_mut(usize::from(index)) else {
-            self.pending_error = Some(wrong_arguments());
+        if self.pending_error.is_some() {
             return;
-        };
-        let buf = slot.get_or_insert_with(BytesMut::new);
-        if buf.len().saturating_add(data.len()) > max_bytes {
-            *slot = None;
-            self.pending_error = Some(MysqlError {
+        }
+        if index >= self.count {
+            self.refuse_long_data(wrong_arguments());
+            return;
+        }
+        if self.long_data_len().saturating_add(data.len()) > max_bytes {
+            self.refuse_long_data(MysqlError {
                 code: 1105,
                 state: "HY000".into(),
                 message: "Parameter of prepared statement which is set through \
@@ -114,13 +122,33 @@ impl StatementParams {
             });
             return;
         }
-        buf.extend_from_slice(data);
+        self.long_data
+            .entry(index)
+            .or_default()
+            .extend_from_slice(data);
+    }
+
+    /// Drops the long data sent so far; the next execute gets `error`.
+    pub fn refuse_long_data(&mut self, error: MysqlError) {
+        self.long_data.clear();
+        self.pending_error = Some(error);
+    }
+
+    /// Bytes of long data held, all parameters together.
+    pub fn long_data_len(&self) -> usize {
+        self.long_data.values().map(BytesMut::len).sum()
+    }
+
+    /// Whether long data sent since the last execute was refused (the next
+    /// execute reports it).
+    pub fn long_data_refused(&self) -> bool {
+        self.pending_error.is_some()
     }
 
     /// COM_STMT_RESET: forgets long data and any pending error; the types
     /// stay (a client may execute again without resending them).
     pub fn reset(&mut self) {
-        self.long_data.iter_mut().for_each(|slot| *slot = None);
+        self.long_data.clear();
         self.pending_error = None;
     }
 
@@ -129,7 +157,7 @@ impl StatementParams {
     /// placeholder. Long data is consumed: the server forgets it after
     /// each execute, whatever the outcome.
     pub fn read(&mut self, rest: &Bytes) -> Result<Vec<ParamValue>, MysqlError> {
-        let long_data = std::mem::replace(&mut self.long_data, vec![None; usize::from(self.count)]);
+        let mut long_data = std::mem::take(&mut self.long_data);
         if let Some(error) = self.pending_error.take() {
             return Err(error);
         }
@@ -145,7 +173,8 @@ impl StatementParams {
             return Err(wrong_arguments());
         }
         let mut values = Vec::with_capacity(count);
-        for (i, (ty, long)) in self.types.iter().zip(long_data).enumerate() {
+        for (i, ty) in self.types.iter().enumerate() {
+            let long = u16::try_from(i).ok().and_then(|i| long_data.remove(&i));
             values.push(match long {
                 Some(data) => ParamValue::string(ty.column_type, data.freeze()),
                 None if null_bitmap[i / 8] & (1 << (i % 8)) != 0 => ParamValue::Null,

@@ -72,13 +72,17 @@ impl Connection {
         };
         let mariadb =
             (shared.auth.read().expect("not poisoned").server_version).contains("MariaDB");
+        let budget = shared.memory.connection(shared.memory_per_connection);
+        let mut io = io;
+        io.charge_to(&budget);
         let core = CommandPhase::new(command::Login::new(
             login,
             mariadb,
             shared.max_packet,
             new_session,
             shared.client.is_myquic_gateway(),
-        ));
+        ))
+        .with_budget(budget);
         Self {
             io,
             shared,
@@ -133,6 +137,16 @@ impl Connection {
                 Err(IoError::Packet(e)) => {
                     let mut out = Packets::reply_to(0);
                     response::err(&mut out, &errors::packet_too_large(&e));
+                    let _ = self.io.write(&mut out).await;
+                    let _ = self.io.flush().await;
+                    break;
+                }
+                // A server that cannot allocate a packet's buffer answers
+                // 1041 and ends the connection (the rest of the packet
+                // cannot be read past).
+                Err(IoError::OverBudget(e)) => {
+                    let mut out = Packets::reply_to(0);
+                    response::err(&mut out, &e.process_refused());
                     let _ = self.io.write(&mut out).await;
                     let _ = self.io.flush().await;
                     break;
@@ -223,6 +237,7 @@ impl Connection {
         // learns it here.
         self.core
             .set_marked_ends(self.shared.client.is_myquic_gateway());
+        (self.core).set_request_limit(self.shared.client.max_request_bytes());
         let step = self.core.command(packet, out);
         if step.uses_session() {
             self.read_cursors_ahead().await;
@@ -505,6 +520,9 @@ impl Connection {
         };
         let handle = self.registration.handle.clone();
         let mut hung_up = false;
+        // Rows waiting to be written: at most WRITE_CHUNK and one message,
+        // but a message may hold one row as large as the backend allows.
+        let mut buffered = self.core.budget().process_charge();
         loop {
             // The read of the next message is kept across a hang-up (it
             // is not cancel-safe: a half-read message would be lost).
@@ -545,9 +563,19 @@ impl Connection {
                 Ok(None) => break,
                 Err(e) => return self.core.execution_failed(exec, &e, out),
             }
-            if out.buf.len() >= WRITE_CHUNK && (hung_up || self.io.write(out).await.is_err()) {
-                // Dropping the stream cancels the statement upstream.
-                return Next::Close;
+            if out.buf.len() >= WRITE_CHUNK {
+                if let Err(e) = buffered.set(out.buf.len()) {
+                    // As a server that cannot allocate a row's buffer: the
+                    // statement ends in an error (dropping the stream
+                    // cancels it upstream); the connection goes on.
+                    self.core.execution_stopped(exec, &e.process_refused(), out);
+                    return if hung_up { Next::Close } else { Next::Continue };
+                }
+                if hung_up || self.io.write(out).await.is_err() {
+                    // Dropping the stream cancels the statement upstream.
+                    return Next::Close;
+                }
+                let _ = buffered.set(0);
             }
         }
         let next = self.core.finish_execution(exec, out);

@@ -9,6 +9,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use crate::mysql::packet::{self, Packet, PacketError, Packets};
 
+use super::budget::{Charge, ConnectionBudget, Exceeded};
+
 /// Any stream a client connects over: TCP, a unix socket, or TLS on
 /// either.
 pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
@@ -20,11 +22,19 @@ pub enum IoError {
     Closed,
     #[error(transparent)]
     Packet(#[from] PacketError),
+    /// A packet being read did not fit in the process's memory budget.
+    #[error("the packet being read does not fit in the sidecar's memory budget")]
+    OverBudget(Exceeded),
     #[error("socket: {0}")]
     Socket(#[from] std::io::Error),
 }
 
 pub struct Framed {
+    /// What is buffered, charged to the process's memory budget once the
+    /// client has logged in (before, packets are small). First: given back
+    /// before the socket closes, so a client that sees the close may count
+    /// on it.
+    charge: Option<Charge>,
     stream: Box<dyn Stream>,
     buf: BytesMut,
     max_packet: usize,
@@ -40,17 +50,30 @@ impl Framed {
             stream,
             buf: BytesMut::with_capacity(16 * 1024),
             max_packet,
+            charge: None,
         }
+    }
+
+    /// Charges what is buffered from now on to `budget`'s process.
+    pub fn charge_to(&mut self, budget: &ConnectionBudget) {
+        self.charge = Some(budget.process_charge());
     }
 
     /// The next packet; `Closed` at a clean end of stream.
     pub async fn read(&mut self) -> Result<Packet, IoError> {
         loop {
             if let Some(p) = packet::decode(&mut self.buf, self.max_packet)? {
+                if let Some(charge) = &mut self.charge {
+                    // Smaller: never refused.
+                    let _ = charge.set(self.buf.len());
+                }
                 return Ok(p);
             }
             if self.stream.read_buf(&mut self.buf).await? == 0 {
                 return Err(IoError::Closed);
+            }
+            if let Some(charge) = &mut self.charge {
+                charge.set(self.buf.len()).map_err(IoError::OverBudget)?;
             }
         }
     }

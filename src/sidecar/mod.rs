@@ -15,6 +15,7 @@
 //!   admin endpoint reports;
 //! - [`errors`]: every error the sidecar itself tells a client.
 
+pub mod budget;
 mod command;
 pub mod connection;
 pub mod drain;
@@ -57,6 +58,10 @@ pub struct Shared {
     auth: RwLock<Arc<AuthConfig>>,
     tls: Option<TlsAcceptor>,
     max_packet: usize,
+    /// What all client connections may hold together, and each one
+    /// (`memory_total`, `memory_per_connection`).
+    pub memory: Arc<budget::ProcessBudget>,
+    memory_per_connection: usize,
     /// One per client connection, for its whole life (`max_connections`).
     slots: Arc<Semaphore>,
     /// One per connection until it has logged in
@@ -129,6 +134,8 @@ impl Sidecar {
             auth: RwLock::new(Arc::new(auth)),
             tls: front_tls,
             max_packet: config.max_allowed_packet,
+            memory: budget::ProcessBudget::new(config.memory_total),
+            memory_per_connection: config.memory_per_connection,
             slots: Arc::new(Semaphore::new(config.max_connections)),
             login_slots: Arc::new(Semaphore::new(config.max_connections_logging_in)),
             login_timeout: config.login_timeout,

@@ -9,6 +9,7 @@
 pub mod gateway_child;
 pub mod mariadb;
 pub mod netns;
+pub mod raw_mysql;
 pub mod results;
 pub mod sidecar;
 pub mod sidecar_child;

@@ -9,6 +9,7 @@ use crate::client::{CallError, Reply};
 use crate::mysql::MysqlError;
 use crate::mysql::packet::Packets;
 use crate::mysql::response;
+use crate::sidecar::budget::Charge;
 use crate::translate::cursor::Cursor;
 use crate::translate::errors::from_rpc_message;
 
@@ -37,6 +38,8 @@ pub struct OpenCursor<S> {
     /// The failure also ended the upstream session: the connection closes
     /// after that fetch, as after any statement whose session is gone.
     pub(super) session_lost: bool,
+    /// Its rows held, charged to the connection's memory budget.
+    pub(super) charge: Charge,
 }
 
 impl<S> OpenCursor<S> {
@@ -64,6 +67,13 @@ impl<S> OpenCursor<S> {
                 self.fail(errors::from_call(&e, session.in_transaction));
             }
         }
+    }
+
+    /// Charges the rows held now. Growth is checked before each read
+    /// ahead ([`CommandPhase::read_ahead_stream`]); rows a fetch pulls are
+    /// written at once, so a refusal here only leaves the charge behind.
+    fn settle(&mut self) {
+        let _ = self.charge.set(self.cursor.buffered());
     }
 
     fn fail(&mut self, error: MysqlError) {
@@ -147,7 +157,9 @@ impl<S> CommandPhase<S> {
     /// The stream of cursor `id` to read ahead from, lent until
     /// [`read_ahead_pulled`](Self::read_ahead_pulled); `None` when it is
     /// read to its end, failed, or would hold more than
-    /// [`CURSOR_BUFFER_LIMIT`] (its next fetch then fails).
+    /// [`CURSOR_BUFFER_LIMIT`] or than the connection's memory budget
+    /// allows (its next fetch then fails: 1105 or 1153, or 1041 when the
+    /// process is out of budget).
     pub fn read_ahead_stream(&mut self, id: u32) -> Option<S> {
         let open = self.cursors.by_id.get_mut(&id)?;
         if open.failed.is_some() {
@@ -155,6 +167,10 @@ impl<S> CommandPhase<S> {
         }
         if open.cursor.buffered() > CURSOR_BUFFER_LIMIT {
             open.fail(errors::cursor_too_large(CURSOR_BUFFER_LIMIT));
+            return None;
+        }
+        if let Err(e) = open.charge.set(open.cursor.buffered()) {
+            open.fail(e.value_refused("the rest of the cursor's rows, read ahead"));
             return None;
         }
         open.stream.take()
@@ -166,6 +182,7 @@ impl<S> CommandPhase<S> {
         if let Some(open) = self.cursors.by_id.get_mut(&id) {
             open.stream = Some(stream);
             open.pulled(next, &mut self.session);
+            open.settle();
         }
     }
 
@@ -226,7 +243,9 @@ impl<S> CommandPhase<S> {
             out,
         );
         if !exhausted {
-            self.cursors.insert(fetch.id, fetch.open);
+            let mut open = fetch.open;
+            open.settle();
+            self.cursors.insert(fetch.id, open);
         }
         Next::Continue
     }

@@ -122,6 +122,7 @@ impl<S> CommandPhase<S> {
                 stream: Some(stream),
                 failed: new.failed,
                 session_lost: false,
+                charge: self.budget.charge(),
             },
         );
         Next::Continue

@@ -30,7 +30,6 @@ use crate::mysql::MysqlError;
 use crate::mysql::auth::Authenticated;
 use crate::mysql::command::{self, Command};
 use crate::mysql::packet::{Packet, Packets};
-use crate::mysql::params::StatementParams;
 use crate::mysql::response::{self, ColumnStyle};
 use crate::translate::errors::from_rpc_message;
 use crate::translate::results::RowFormat;
@@ -38,12 +37,13 @@ use crate::translate::sql_text::{Charset, Dialect};
 use crate::translate::to_mysql;
 use crate::translate::{params, statement};
 
+use super::budget::ConnectionBudget;
 use super::errors;
 use super::session::{NewSession, Session};
 
 pub use cursors::FetchStep;
 pub use execution::Flow;
-use statements::{Prepared, Statements};
+use statements::{LongDataLimits, Prepared, Statements};
 
 /// Whether the connection goes on after a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -148,6 +148,11 @@ pub struct CommandPhase<S> {
     mariadb: bool,
     /// Most bytes a packet may have (long data is bounded by it).
     max_packet: usize,
+    /// The largest request the gateway takes (0: not known yet); long
+    /// data beyond it could never be sent.
+    max_request: usize,
+    /// What this connection's statements and cursors may hold.
+    budget: ConnectionBudget,
     session: Session,
     /// An error owed to the client's next command (its default database
     /// could not be selected after the login), which then closes.
@@ -203,6 +208,8 @@ impl<S> CommandPhase<S> {
             collation: login.collation,
             mariadb: login.mariadb,
             max_packet: login.max_packet,
+            max_request: 0,
+            budget: ConnectionBudget::unlimited(),
             multi_statements: login
                 .caps
                 .contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS),
@@ -213,6 +220,24 @@ impl<S> CommandPhase<S> {
             statements: Statements::default(),
             cursors: cursors::Cursors::default(),
         }
+    }
+
+    /// Charges what the connection holds to `budget`.
+    #[must_use]
+    pub fn with_budget(mut self, budget: ConnectionBudget) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// What this connection may hold.
+    pub fn budget(&self) -> &ConnectionBudget {
+        &self.budget
+    }
+
+    /// The largest request the gateway takes, as it last said (0: not
+    /// known).
+    pub fn set_request_limit(&mut self, max_request: usize) {
+        self.max_request = max_request;
     }
 
     pub fn session(&self) -> &Session {
@@ -341,8 +366,12 @@ impl<S> CommandPhase<S> {
                 data,
             } => {
                 // No response, by protocol; errors surface at execute.
+                let limits = LongDataLimits {
+                    max_packet: self.max_packet,
+                    max_request: self.max_request,
+                };
                 if let Some(stmt) = self.statements.get_mut(stmt_id) {
-                    stmt.params.send_long_data(param_id, &data, self.max_packet);
+                    stmt.send_long_data(param_id, &data, limits);
                 }
                 out.seq = packet.seq; // nothing is written
                 Step::Answered(Next::Continue)
@@ -355,6 +384,7 @@ impl<S> CommandPhase<S> {
             Command::StmtReset(id) => match self.statements.get_mut(id) {
                 Some(stmt) => {
                     stmt.params.reset();
+                    stmt.settle();
                     self.cursors.close(id);
                     Step::Answered(self.ok(out))
                 }
@@ -409,7 +439,10 @@ impl<S> CommandPhase<S> {
             response::err(out, &errors::unknown_statement(id, "mysqld_stmt_execute"));
             return Step::Answered(Next::Continue);
         };
-        let binds = match stmt.params.read(params).and_then(params::bind_variables) {
+        let read = stmt.params.read(params);
+        // The long data is consumed, whatever the outcome.
+        stmt.settle();
+        let binds = match read.and_then(params::bind_variables) {
             Ok(b) => b,
             Err(e) => {
                 response::err(out, &e);
@@ -482,11 +515,14 @@ impl<S> CommandPhase<S> {
             response::err(out, &errors::too_many_placeholders());
             return Next::Continue;
         };
-        let id = self.statements.insert(Prepared {
-            sql,
-            params: StatementParams::new(params),
-            columns: prepared.fields.len(),
-        });
+        let statement = match Prepared::new(&sql, params, prepared.fields.len(), &self.budget) {
+            Ok(statement) => statement,
+            Err(e) => {
+                response::err(out, &e);
+                return Next::Continue;
+            }
+        };
+        let id = self.statements.insert(statement);
         to_mysql::prepare_ok(
             out,
             self.caps,
@@ -552,6 +588,8 @@ fn quoted_statement(dialect: &Dialect, prefix: &[u8], name: &[u8], suffix: &[u8]
     Bytes::from(sql)
 }
 
+#[cfg(test)]
+mod budget_tests;
 #[cfg(test)]
 mod fuzz;
 #[cfg(test)]

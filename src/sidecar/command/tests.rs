@@ -5,9 +5,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 use super::*;
 use crate::transport::HttpVersion;
 
-type Phase = CommandPhase<()>;
+pub(super) type Phase = CommandPhase<()>;
 
-fn phase() -> Phase {
+pub(super) fn phase() -> Phase {
     CommandPhase::new(Login {
         // A client that did not ask for multi-statements.
         caps: crate::mysql::server_capabilities() - CapabilityFlags::CLIENT_MULTI_STATEMENTS,
@@ -27,25 +27,25 @@ fn packet(payload: &[u8]) -> Packet {
     }
 }
 
-fn command(phase: &mut Phase, payload: &[u8]) -> (Step, Packets) {
+pub(super) fn command(phase: &mut Phase, payload: &[u8]) -> (Step, Packets) {
     let mut out = Packets::reply_to(0);
     let step = phase.command(packet(payload), &mut out);
     (step, out)
 }
 
 /// The error code of the single ERR packet in `out`.
-fn err_code(out: &Packets) -> u16 {
+pub(super) fn err_code(out: &Packets) -> u16 {
     let payload = first_payload(out);
     assert_eq!(payload[0], 0xff, "not an ERR: {payload:?}");
     u16::from_le_bytes([payload[1], payload[2]])
 }
 
-fn first_payload(out: &Packets) -> Vec<u8> {
+pub(super) fn first_payload(out: &Packets) -> Vec<u8> {
     let len = u32::from_le_bytes([out.buf[0], out.buf[1], out.buf[2], 0]) as usize;
     out.buf[4..4 + len].to_vec()
 }
 
-fn reply<M>(message: M) -> Reply<M> {
+pub(super) fn reply<M>(message: M) -> Reply<M> {
     Reply {
         message,
         session: None,
@@ -54,7 +54,7 @@ fn reply<M>(message: M) -> Reply<M> {
 }
 
 /// Prepares `sql` with `params` placeholders and `columns` result columns.
-fn prepare(phase: &mut Phase, sql: &str, params: u32, columns: usize) -> u32 {
+pub(super) fn prepare(phase: &mut Phase, sql: &str, params: u32, columns: usize) -> u32 {
     let mut payload = vec![0x16];
     payload.extend_from_slice(sql.as_bytes());
     let (step, _) = command(phase, &payload);

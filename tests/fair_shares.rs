@@ -1,0 +1,166 @@
+//! One API credential flooding the gateway cannot lock another out
+//! (issue 11 item 5): a private MariaDB (its default `max_connections`,
+//! 151), the gateway in-process, HTTP/2 clients of two credentials, `app`
+//! flooding and `other` working.
+//!
+//! - `a_flood_of_sessions_does_not_refuse_another_credential`: 10,000
+//!   `CreateSession` calls by `app`, then more while `other` creates
+//!   sessions and runs statements in them: none of `other`'s gets 429
+//!   (before: every one did once the 10,000 were in).
+//! - `a_flood_of_statements_leaves_another_credential_its_share`: 160
+//!   concurrent `SELECT SLEEP(2)` by `app` while `other` runs statements:
+//!   every one of `other`'s succeeds (before: MariaDB's 1040 once `app`'s
+//!   pool had taken its connections); `app`'s wait for their share, or
+//!   get 1040 from the gateway.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use mysql_async::prelude::Queryable;
+
+use common::{Client, MariaDb, Stack, Version, basic};
+use myquic::api::pb;
+use myquic::api::{Codec, Method};
+
+async fn clients(stack: &Stack) -> (Client, Client) {
+    let app = stack.client(Version::H2, Codec::Proto).await;
+    let other = Client {
+        auth: Some(basic("other", "other-secret")),
+        ..stack.client(Version::H2, Codec::Proto).await
+    };
+    (app, other)
+}
+
+async fn create_session(client: &Client) -> Result<pb::Session, String> {
+    let created: Result<pb::CreateSessionResponse, _> = client
+        .call(Method::CreateSession, &pb::CreateSessionRequest {})
+        .await;
+    match created {
+        Ok(response) => Ok(response.session.expect("a session")),
+        Err(e) => Err(format!("{:?}: {}", e.code, e.message)),
+    }
+}
+
+/// `SELECT 1` in `session` (or a new one): `Err` says why not.
+async fn select_one(client: &Client, session: Option<&pb::Session>) -> Result<(), String> {
+    match client.try_execute(session, "SELECT 1").await {
+        Ok(response) => match response.error {
+            None => Ok(()),
+            Some(e) => Err(e.message),
+        },
+        Err(e) => Err(format!("{:?}: {}", e.code, e.message)),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_flood_of_sessions_does_not_refuse_another_credential() {
+    let stack = Stack::start().await;
+    let (app, other) = clients(&stack).await;
+    let flood = |count: usize| {
+        let app = app.clone();
+        async move {
+            let started = Instant::now();
+            let created = futures_util::stream::iter(0..count)
+                .map(|_| {
+                    let app = app.clone();
+                    async move { create_session(&app).await.is_ok() }
+                })
+                .buffer_unordered(64)
+                .filter(|ok| std::future::ready(*ok))
+                .count()
+                .await;
+            (created, started.elapsed())
+        }
+    };
+    // The default max_sessions, all taken by one credential.
+    let (created, took) = flood(10_000).await;
+    eprintln!("app created {created} of 10,000 sessions in {took:?}");
+    assert_eq!(created, 10_000, "the table has room for all of them");
+    // More of the flood while the other credential works.
+    let more = tokio::spawn(flood(2_000));
+    let mut failures = Vec::new();
+    for _ in 0..20 {
+        match create_session(&other).await {
+            Ok(session) => failures.extend(select_one(&other, Some(&session)).await.err()),
+            Err(e) => failures.push(e),
+        }
+        failures.extend(select_one(&other, None).await.err());
+    }
+    let (created, took) = more.await.unwrap();
+    eprintln!("app created {created} of 2,000 more in {took:?} meanwhile");
+    assert!(failures.is_empty(), "other was refused: {failures:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_flood_of_statements_leaves_another_credential_its_share() {
+    let db = MariaDb::start().await;
+    let mut root = mysql_async::Conn::new(db.root_opts()).await.unwrap();
+    let stack = Stack::start_on(db, |_| {}).await;
+    let (app, other) = clients(&stack).await;
+    let mut flood: FuturesUnordered<_> = (0..160)
+        .map(|_| {
+            let app = app.clone();
+            tokio::spawn(async move { select_sleep(&app).await })
+        })
+        .collect();
+    // Event-driven: the flood holds the backend once its statements run.
+    let start = Instant::now();
+    loop {
+        let sleeping: usize = root
+            .query_first(
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = 'SELECT SLEEP(2)'",
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        if sleeping >= 100 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the flood never held 100 backend connections ({sleeping})"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Four at a time, as an app's pool would, three rounds.
+    let mut failures = Vec::new();
+    for _ in 0..3 {
+        let round: Vec<_> = (0..4)
+            .map(|_| {
+                let other = other.clone();
+                tokio::spawn(async move { select_one(&other, None).await })
+            })
+            .collect();
+        for outcome in round {
+            failures.extend(outcome.await.unwrap().err());
+        }
+    }
+    let mut outcomes = Vec::new();
+    while let Some(outcome) = flood.next().await {
+        outcomes.push(outcome.unwrap());
+    }
+    let ran = outcomes.iter().filter(|o| o.is_ok()).count();
+    eprintln!(
+        "app: {ran} of 160 ran; refused: {:?}",
+        outcomes.iter().find_map(|o| o.as_ref().err())
+    );
+    assert!(failures.is_empty(), "other failed: {failures:?}");
+    assert!(ran >= 100, "the flood itself got its share: {ran}");
+    // What the flood did not get, it was refused as a server would.
+    for refused in outcomes.iter().filter_map(|o| o.as_ref().err()) {
+        assert!(refused.contains("Too many connections"), "{refused}");
+    }
+}
+
+async fn select_sleep(client: &Client) -> Result<(), String> {
+    match client.try_execute(None, "SELECT SLEEP(2)").await {
+        Ok(response) => match response.error {
+            None => Ok(()),
+            Some(e) => Err(e.message),
+        },
+        Err(e) => Err(format!("{:?}: {}", e.code, e.message)),
+    }
+}
