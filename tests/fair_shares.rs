@@ -49,7 +49,7 @@ async fn select_one(client: &Client, session: Option<&pb::Session>) -> Result<()
     match client.try_execute(session, "SELECT 1").await {
         Ok(response) => match response.error {
             None => Ok(()),
-            Some(e) => Err(e.message),
+            Some(e) => Err(String::from_utf8_lossy(&e.message).into_owned()),
         },
         Err(e) => Err(format!("{:?}: {}", e.code, e.message)),
     }
@@ -159,7 +159,7 @@ async fn select_sleep(client: &Client) -> Result<(), String> {
     match client.try_execute(None, "SELECT SLEEP(2)").await {
         Ok(response) => match response.error {
             None => Ok(()),
-            Some(e) => Err(e.message),
+            Some(e) => Err(String::from_utf8_lossy(&e.message).into_owned()),
         },
         Err(e) => Err(format!("{:?}: {}", e.code, e.message)),
     }

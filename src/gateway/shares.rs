@@ -330,7 +330,7 @@ fn too_many_connections(total: usize, held: usize, fair: usize, waited: Duration
         state: "08004".into(),
         message: format!(
             "Too many connections: no backend connection became free within {waited:?} (gateway.backend.max_connections_total = {total}; this credential holds {held}, its share while others wait is {fair})"
-        ),
+        ).into(),
     }
 }
 

@@ -185,7 +185,7 @@ impl Exceeded {
                 state: "42000".into(),
                 message: format!(
                     "Can't create more than max_prepared_stmt_count statements: this connection's prepared statements, long data and cursors hold {used} bytes of its {limit} (sidecar.memory_per_connection); close some"
-                ),
+                ).into(),
             },
             Self::Process { .. } => self.process_refused(),
         }
@@ -201,7 +201,7 @@ impl Exceeded {
                 state: "08S01".into(),
                 message: format!(
                     "Got a packet bigger than 'max_allowed_packet' bytes: {what} does not fit in this connection's memory budget ({limit} bytes, sidecar.memory_per_connection; {used} held by its prepared statements, long data and cursors)"
-                ),
+                ).into(),
             },
             Self::Process { .. } => self.process_refused(),
         }
@@ -221,7 +221,7 @@ impl Exceeded {
             state: "HY000".into(),
             message: format!(
                 "Out of memory: the sidecar's client connections together hold its memory budget ({limit} bytes, sidecar.memory_total); try again when others have finished"
-            ),
+            ).into(),
         }
     }
 }

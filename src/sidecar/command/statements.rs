@@ -109,7 +109,7 @@ fn too_large_for_gateway(param: u16, held: usize, limit: usize) -> MysqlError {
         state: "08S01".into(),
         message: format!(
             "Got a packet bigger than 'max_allowed_packet' bytes: the statement's long data ({held} bytes with this part of parameter {param}) is larger than the gateway's max_request_bytes ({limit} bytes); not sent, and the statement was not run"
-        ),
+        ).into(),
     }
 }
 
