@@ -7,6 +7,7 @@
 mod auth;
 mod backend;
 mod backend_tls;
+mod binary;
 mod health;
 mod json_columns;
 pub mod packet_limit;

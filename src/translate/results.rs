@@ -25,6 +25,7 @@ use crate::mysql::MysqlError;
 use crate::mysql::packet::Packets;
 use crate::mysql::response::{self, ColumnStyle};
 use crate::mysql::{CapabilityFlags, StatusFlags};
+use crate::translate::out_params;
 use crate::translate::to_mysql::{self, binary_row, text_row};
 
 /// How rows are encoded: text for COM_QUERY, binary for COM_STMT_EXECUTE.
@@ -75,6 +76,11 @@ pub struct ResultWriter {
     session_state: Vec<u8>,
     /// The stream marks where each result ends (our gateway's).
     marked_ends: bool,
+    /// A prepared `CALL` of this routine (see [`out_params`]).
+    out_params_of: Option<Vec<u8>>,
+    /// The open or last result set holds OUT parameters: its EOFs carry
+    /// `SERVER_PS_OUT_PARAMS`.
+    out_params: bool,
 }
 
 impl ResultWriter {
@@ -89,7 +95,16 @@ impl ResultWriter {
             state: State::Empty,
             session_state: Vec::new(),
             marked_ends: true,
+            out_params_of: None,
+            out_params: false,
         }
+    }
+
+    /// The statement is a prepared `CALL` of `routine` (binary rows): its
+    /// OUT parameters' result set is flagged as a server flags it.
+    pub fn with_out_params_of(mut self, routine: Option<Vec<u8>>) -> Self {
+        self.out_params_of = routine.filter(|_| self.format == RowFormat::Binary);
+        self
     }
 
     /// Whether the stream marks where each result ends (our gateway's
@@ -194,12 +209,16 @@ impl ResultWriter {
     /// came before is complete, so its terminator goes out now.
     fn start_set(&mut self, fields: &[pb::Field], out: &mut Packets) {
         self.flush_previous(out);
+        self.out_params = self
+            .out_params_of
+            .as_deref()
+            .is_some_and(|routine| out_params::is_out_params(fields, routine));
         response::result_set_header(out, fields.len() as u64);
         for field in fields {
             to_mysql::column_definition(out, self.style, field);
         }
         if !self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF) {
-            response::eof(out, self.caps, self.status, 0);
+            response::eof(out, self.caps, self.status | self.out_params_flags(), 0);
         }
         self.state = State::Open {
             fields: fields.to_vec(),
@@ -267,7 +286,21 @@ impl ResultWriter {
             State::Open { .. } => Held::EndOfRows,
             State::Held(held) => held,
         };
-        write_held(out, self.caps, &held, self.status | more(), 0);
+        let status = match held {
+            Held::EndOfRows => self.status | more() | self.out_params_flags(),
+            Held::Ok { .. } => self.status | more(),
+        };
+        write_held(out, self.caps, &held, status, 0);
+    }
+
+    /// `SERVER_PS_OUT_PARAMS` (with MORE_RESULTS, as a server sets both)
+    /// for the EOFs of an OUT-parameter result set.
+    fn out_params_flags(&self) -> StatusFlags {
+        if self.out_params {
+            StatusFlags::SERVER_PS_OUT_PARAMS | more()
+        } else {
+            StatusFlags::empty()
+        }
     }
 }
 

@@ -25,6 +25,13 @@ pub struct Execution {
 }
 
 impl Execution {
+    /// A prepared `CALL` of `routine`: its OUT parameters' result set is
+    /// flagged `SERVER_PS_OUT_PARAMS`, as a server flags it.
+    pub fn with_out_params_of(mut self, routine: Option<Vec<u8>>) -> Self {
+        self.writer = self.writer.with_out_params_of(routine);
+        self
+    }
+
     /// Whether the connection would still be told about a transaction it
     /// was in when the statement started.
     pub fn was_in_transaction(&self) -> bool {

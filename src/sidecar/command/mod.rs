@@ -36,7 +36,7 @@ use crate::translate::errors::from_rpc_message;
 use crate::translate::results::RowFormat;
 use crate::translate::sql_text::{Charset, Dialect};
 use crate::translate::to_mysql;
-use crate::translate::{params, statement};
+use crate::translate::{out_params, params, statement};
 
 use super::errors;
 use super::session::{NewSession, Session};
@@ -62,6 +62,13 @@ pub struct Execute {
     pub format: RowFormat,
     /// With a statement id: open a cursor on its first result set.
     pub cursor: Option<u32>,
+    /// Ask the gateway to run it as a prepared statement at the backend
+    /// (`ExecuteRequest.prepared`): where literals or text rows would
+    /// lose something (see `backend_prepare`).
+    pub prepared: bool,
+    /// A prepared `CALL` of this routine: its OUT parameters' result set
+    /// is flagged as a server flags it (`translate::out_params`).
+    pub out_params_of: Option<Vec<u8>>,
 }
 
 /// What a command needs done before its answer is complete.
@@ -290,6 +297,8 @@ impl<S> CommandPhase<S> {
                 binds: HashMap::new(),
                 format: RowFormat::Text,
                 cursor: None,
+                prepared: false,
+                out_params_of: None,
             }),
             Command::FieldList { table, .. } => Step::FieldList(quoted_statement(
                 &self.dialect(),
@@ -393,6 +402,8 @@ impl<S> CommandPhase<S> {
             binds: HashMap::new(),
             format: RowFormat::Text,
             cursor: None,
+            prepared: false,
+            out_params_of: None,
         };
         match kill {
             Some(kill) => Step::KillOrExecute {
@@ -419,11 +430,15 @@ impl<S> CommandPhase<S> {
         // As in MySQL, the cursor flag on a statement without a result set
         // (or a CALL, whose prepare reports no columns) is ignored.
         let cursor = (cursor && stmt.columns > 0).then_some(id);
+        let out_params_of = out_params::called_routine(&stmt.sql);
+        let prepared = backend_prepare(out_params_of.is_some(), stmt.float_columns, &binds);
         Step::Execute(Execute {
             sql: stmt.sql.clone(),
             binds,
             format: RowFormat::Binary,
             cursor,
+            prepared,
+            out_params_of,
         })
     }
 
@@ -486,6 +501,10 @@ impl<S> CommandPhase<S> {
             sql,
             params: StatementParams::new(params),
             columns: prepared.fields.len(),
+            float_columns: prepared
+                .fields
+                .iter()
+                .any(|f| f.r#type == pb::Type::Float32 as i32),
         });
         to_mysql::prepare_ok(
             out,
@@ -556,3 +575,22 @@ fn quoted_statement(dialect: &Dialect, prefix: &[u8], name: &[u8], suffix: &[u8]
 mod fuzz;
 #[cfg(test)]
 mod tests;
+
+/// Whether a COM_STMT_EXECUTE needs the backend's binary protocol, which
+/// costs the gateway a prepare at the backend per execute: a `CALL` (its
+/// OUT arguments must be parameters), FLOAT columns (their text has ~6
+/// digits) and DATETIME/TIMESTAMP/TIME parameters (a literal cannot say
+/// every value a binary one can: zero dates, invalid dates). Everything
+/// else is exact as text.
+fn backend_prepare(
+    is_call: bool,
+    float_columns: bool,
+    binds: &HashMap<String, pb::BindVariable>,
+) -> bool {
+    let temporal = |v: &pb::BindVariable| {
+        [pb::Type::Datetime, pb::Type::Timestamp, pb::Type::Time]
+            .iter()
+            .any(|&t| v.r#type == t as i32)
+    };
+    is_call || float_columns || binds.values().any(temporal)
+}

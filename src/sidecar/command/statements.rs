@@ -14,6 +14,8 @@ pub struct Prepared {
     /// Columns of its result set (0: none), as the prepare reported them:
     /// only a statement with a result set opens a cursor.
     pub columns: usize,
+    /// Some result column is a FLOAT (see `backend_prepare`).
+    pub float_columns: bool,
 }
 
 pub struct Statements {
