@@ -5,9 +5,11 @@
 //! - a `CALL p(?, ?)` gets its OUT and INOUT arguments as parameters,
 //!   which a literal cannot be (MariaDB refuses one with 1414), and the
 //!   server answers their values as a last result set;
-//! - DATETIME, TIMESTAMP and TIME parameters reach the server as the
-//!   binary values the client bound (zero dates, fractions, negative and
-//!   long times typed as a server types them), not as literals;
+//! - parameters whose binary type mysql_async sends as the client did
+//!   (LONGLONG, FLOAT, DOUBLE, DATETIME, TIME, NULL) reach the server as
+//!   the values the client bound, typed as a server types them (`SELECT
+//!   ?` of a FLOAT is a FLOAT; zero dates, fractions, negative and long
+//!   times), not as literals;
 //! - rows come in the binary protocol and are written as text that reads
 //!   back as exactly the same values: a FLOAT as the shortest text of its
 //!   4-byte value, where MariaDB's text protocol prints about 6 digits.
@@ -45,8 +47,11 @@ pub fn statement<'a>(
     let is_call = leading_keyword(sql).is_some_and(|k| k.eq_ignore_ascii_case(b"CALL"));
     let keep = |var: &BindVariable| match Type::try_from(var.r#type) {
         Ok(Type::Tuple) | Err(_) => false,
-        Ok(Type::Datetime | Type::Timestamp | Type::Time) => true,
-        Ok(_) => is_call,
+        // A zero DATE goes as a DATETIME: stored as the DATE would be,
+        // where a string is refused. Others are literals: `DATE'…'`, or an
+        // invalid date's string, refused in the same words as directly.
+        Ok(Type::Date) => is_call || DateTime::is_zero_in_date(&var.value),
+        Ok(ty) => is_call || same_type_as_parameter(ty),
     };
     let (sql, kept) = bind::substitute_keeping(sql, vars, dialect, charset, keep)?;
     let values = kept
@@ -62,6 +67,26 @@ pub fn statement<'a>(
     Ok((sql, values))
 }
 
+/// Whether the parameter mysql_async sends for a variable of this type is
+/// the one the client sent (our sidecar's types say which it was): the
+/// server then types it as directly (`SELECT ?` answers a FLOAT for a
+/// FLOAT, a DATETIME for a zero DATETIME). mysql_async sends a LONGLONG,
+/// FLOAT, DOUBLE, DATETIME (for TIMESTAMP too, which the server reads the
+/// same), TIME or NULL; not a DATE, BLOB or DECIMAL, which stay literals.
+fn same_type_as_parameter(ty: Type) -> bool {
+    matches!(
+        ty,
+        Type::NullType
+            | Type::Int64
+            | Type::Uint64
+            | Type::Float32
+            | Type::Float64
+            | Type::Datetime
+            | Type::Timestamp
+            | Type::Time
+    )
+}
+
 /// A bind variable as the binary-protocol value of a parameter.
 fn server_value(var: &BindVariable) -> Option<Value> {
     let text = || std::str::from_utf8(&var.value).ok();
@@ -73,7 +98,9 @@ fn server_value(var: &BindVariable) -> Option<Value> {
         Type::Uint8 | Type::Uint16 | Type::Uint24 | Type::Uint32 | Type::Uint64 | Type::Year => {
             Value::UInt(text()?.parse().ok()?)
         }
-        Type::Float32 | Type::Float64 => Value::Double(text()?.parse().ok()?),
+        // The text of the FLOAT's value as a double (exact).
+        Type::Float32 => Value::Float(text()?.parse::<f64>().ok()? as f32),
+        Type::Float64 => Value::Double(text()?.parse().ok()?),
         Type::Date | Type::Datetime | Type::Timestamp => {
             let d = DateTime::parse_text(&var.value)?;
             Value::Date(d.year, d.month, d.day, d.hour, d.minute, d.second, d.micros)
@@ -249,11 +276,11 @@ mod tests {
     }
 
     #[test]
-    fn only_temporal_values_stay_parameters_elsewhere() {
+    fn only_values_of_the_clients_type_stay_parameters_elsewhere() {
         let (sql, values) = prepared(
             "SELECT ?, ?, ?, ?, ?",
             &[
-                (Type::Int64, "1"),
+                (Type::Decimal, "1"),
                 (Type::Datetime, "0000-00-00 00:00:00"),
                 (Type::Time, "-838:59:59.000001"),
                 (Type::Date, "2024-02-29"),
@@ -261,6 +288,8 @@ mod tests {
             ],
         );
         assert_eq!(sql, "SELECT 1, ?, ?, DATE'2024-02-29', ?");
+        let (sql, values) = prepared("SELECT ?", &[(Type::Date, "0000-00-00")]);
+        assert_eq!((&sql[..], &values[..]), ("SELECT ?", &[Value::Date(0, 0, 0, 0, 0, 0, 0)][..]));
         assert_eq!(
             values,
             [

@@ -452,12 +452,12 @@ impl Connection {
             format,
             cursor,
             prepared,
-            out_params_of,
+            call_of,
         } = statement;
         let mut exec = self
             .core
             .begin_execution(format, cursor)
-            .with_out_params_of(out_params_of);
+            .in_call_of(call_of);
         let stream = self
             .shared
             .client

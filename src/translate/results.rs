@@ -54,6 +54,14 @@ enum State {
     Empty,
     /// A result set's rows are flowing; its fields decode binary rows.
     Open { fields: Vec<pb::Field> },
+    /// A set that may hold a prepared CALL's OUT parameters (see
+    /// [`out_params`]), held back unwritten: it does if it has one row and
+    /// the CALL's final OK comes next (`ended`: its end was seen).
+    MaybeOutParams {
+        fields: Vec<pb::Field>,
+        rows: Vec<pb::Row>,
+        ended: bool,
+    },
     /// The last result is complete but its terminator waits.
     Held(Held),
 }
@@ -76,8 +84,10 @@ pub struct ResultWriter {
     session_state: Vec<u8>,
     /// The stream marks where each result ends (our gateway's).
     marked_ends: bool,
-    /// A prepared `CALL` of this routine (see [`out_params`]).
-    out_params_of: Option<Vec<u8>>,
+    /// The statement is a `CALL` of this routine: a server says
+    /// MORE_RESULTS in every EOF while a procedure runs, and flags the
+    /// OUT parameters' set of a prepared one (see [`out_params`]).
+    call_of: Option<Vec<u8>>,
     /// The open or last result set holds OUT parameters: its EOFs carry
     /// `SERVER_PS_OUT_PARAMS`.
     out_params: bool,
@@ -95,15 +105,17 @@ impl ResultWriter {
             state: State::Empty,
             session_state: Vec::new(),
             marked_ends: true,
-            out_params_of: None,
+            call_of: None,
             out_params: false,
         }
     }
 
-    /// The statement is a prepared `CALL` of `routine` (binary rows): its
-    /// OUT parameters' result set is flagged as a server flags it.
-    pub fn with_out_params_of(mut self, routine: Option<Vec<u8>>) -> Self {
-        self.out_params_of = routine.filter(|_| self.format == RowFormat::Binary);
+    /// The statement is a single `CALL` of `routine`: every set's column
+    /// EOF says MORE_RESULTS (the server sets it for the whole call), and
+    /// in the binary protocol the OUT parameters' set is flagged as a
+    /// server flags it.
+    pub fn in_call_of(mut self, routine: Option<Vec<u8>>) -> Self {
+        self.call_of = routine;
         self
     }
 
@@ -155,32 +167,36 @@ impl ResultWriter {
         out: &mut Packets,
     ) {
         let status = status - StatusFlags::SERVER_MORE_RESULTS_EXISTS;
-        match (self.state, error) {
+        let mut this = self;
+        let candidate_error = this.release_candidate(false, out).err();
+        let error = error.or(candidate_error.as_ref());
+        let this = this;
+        match (this.state, error) {
             // Rows were cut off: the ERR replaces the set's terminator.
-            (State::Open { .. }, Some(error)) | (State::Empty, Some(error)) => {
+            (State::Open { .. } | State::Empty | State::MaybeOutParams { .. }, Some(error)) => {
                 response::err(out, error)
             }
             // A complete result, then a failing statement (MySQL's shape
             // for a multi-statement whose second statement fails).
             (State::Held(held), Some(error)) => {
-                write_held(out, self.caps, &held, self.status | more(), 0);
+                write_held(out, this.caps, &held, this.status | more(), 0);
                 response::err(out, error);
             }
-            (State::Open { .. }, None) => {
-                write_held(out, self.caps, &Held::EndOfRows, status, warnings)
+            (State::Open { .. } | State::MaybeOutParams { .. }, None) => {
+                write_held(out, this.caps, &Held::EndOfRows, status, warnings)
             }
             (State::Held(held), None) => {
-                write_held_tracked(out, self.caps, &held, status, warnings, &self.session_state)
+                write_held_tracked(out, this.caps, &held, status, warnings, &this.session_state)
             }
             (State::Empty, None) => response::ok_tracked(
                 out,
-                self.caps,
+                this.caps,
                 0,
                 0,
                 status,
                 warnings,
                 "",
-                &self.session_state,
+                &this.session_state,
             ),
         }
     }
@@ -209,16 +225,35 @@ impl ResultWriter {
     /// came before is complete, so its terminator goes out now.
     fn start_set(&mut self, fields: &[pb::Field], out: &mut Packets) {
         self.flush_previous(out);
-        self.out_params = self
-            .out_params_of
-            .as_deref()
-            .is_some_and(|routine| out_params::is_out_params(fields, routine));
+        self.out_params = false;
+        let maybe_out_params = self.format == RowFormat::Binary
+            && self
+                .call_of
+                .as_deref()
+                .is_some_and(|routine| out_params::is_out_params(fields, routine));
+        if maybe_out_params {
+            self.state = State::MaybeOutParams {
+                fields: fields.to_vec(),
+                rows: Vec::new(),
+                ended: false,
+            };
+            return;
+        }
+        self.write_columns(fields, out);
+    }
+
+    /// A set's column count, definitions and (classic clients) their EOF.
+    fn write_columns(&mut self, fields: &[pb::Field], out: &mut Packets) {
         response::result_set_header(out, fields.len() as u64);
         for field in fields {
             to_mysql::column_definition(out, self.style, field);
         }
         if !self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF) {
-            response::eof(out, self.caps, self.status | self.out_params_flags(), 0);
+            let in_call = match self.call_of {
+                Some(_) => more(),
+                None => StatusFlags::empty(),
+            };
+            response::eof(out, self.caps, self.status | in_call | self.out_params_flags(), 0);
         }
         self.state = State::Open {
             fields: fields.to_vec(),
@@ -230,6 +265,22 @@ impl ResultWriter {
         if self.marked_ends && matches!(self.state, State::Open { .. }) {
             self.state = State::Held(Held::EndOfRows);
             return;
+        }
+        match &mut self.state {
+            State::MaybeOutParams { ended, .. } if self.marked_ends && !*ended => {
+                *ended = true;
+                return;
+            }
+            // The CALL's final OK follows a one-row candidate: it is the
+            // OUT parameters' set. A row it cannot write is left for the
+            // ERR of `finish`, as when rows are cut off.
+            State::MaybeOutParams { rows, .. } => {
+                let is_out = rows.len() == 1;
+                if self.release_candidate(is_out, out).is_err() {
+                    return;
+                }
+            }
+            _ => {}
         }
         self.flush_previous(out);
         let found_rows = self.caps.contains(CapabilityFlags::CLIENT_FOUND_ROWS);
@@ -246,6 +297,14 @@ impl ResultWriter {
     }
 
     fn rows(&mut self, rows: &[pb::Row], out: &mut Packets) -> Result<(), MysqlError> {
+        if let State::MaybeOutParams { rows: held, .. } = &mut self.state {
+            if held.len() + rows.len() <= 1 {
+                held.extend_from_slice(rows);
+                return Ok(());
+            }
+            // OUT parameters are one row: this is a result set.
+            self.release_candidate(false, out)?;
+        }
         let State::Open { fields } = &self.state else {
             if rows.is_empty() {
                 return Ok(());
@@ -281,9 +340,12 @@ impl ResultWriter {
     /// Writes the terminator of whatever result is complete or open, with
     /// MORE_RESULTS_EXISTS: a new result follows.
     fn flush_previous(&mut self, out: &mut Packets) {
+        // Another result follows a candidate: it was a procedure's set (a
+        // row it cannot write ends nothing here; its ERR comes at finish).
+        let _ = self.release_candidate(false, out);
         let held = match std::mem::replace(&mut self.state, State::Empty) {
             State::Empty => return,
-            State::Open { .. } => Held::EndOfRows,
+            State::Open { .. } | State::MaybeOutParams { .. } => Held::EndOfRows,
             State::Held(held) => held,
         };
         let status = match held {
@@ -291,6 +353,31 @@ impl ResultWriter {
             Held::Ok { .. } => self.status | more(),
         };
         write_held(out, self.caps, &held, status, 0);
+    }
+
+    /// Writes a held-back candidate set (see [`State::MaybeOutParams`]),
+    /// as OUT parameters or as an ordinary set; nothing otherwise. Its
+    /// state becomes what writing it as it came would have left.
+    fn release_candidate(&mut self, out_params: bool, out: &mut Packets) -> Result<(), MysqlError> {
+        if !matches!(self.state, State::MaybeOutParams { .. }) {
+            return Ok(());
+        }
+        let State::MaybeOutParams {
+            fields,
+            rows,
+            ended,
+        } = std::mem::replace(&mut self.state, State::Empty)
+        else {
+            unreachable!("checked above");
+        };
+        self.out_params = out_params;
+        self.write_columns(&fields, out);
+        self.state = State::Open { fields };
+        self.rows(&rows, out)?;
+        if ended {
+            self.state = State::Held(Held::EndOfRows);
+        }
+        Ok(())
     }
 
     /// `SERVER_PS_OUT_PARAMS` (with MORE_RESULTS, as a server sets both)

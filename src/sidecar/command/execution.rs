@@ -25,10 +25,9 @@ pub struct Execution {
 }
 
 impl Execution {
-    /// A prepared `CALL` of `routine`: its OUT parameters' result set is
-    /// flagged `SERVER_PS_OUT_PARAMS`, as a server flags it.
-    pub fn with_out_params_of(mut self, routine: Option<Vec<u8>>) -> Self {
-        self.writer = self.writer.with_out_params_of(routine);
+    /// A single `CALL` of `routine`: see [`ResultWriter::in_call_of`].
+    pub fn in_call_of(mut self, routine: Option<Vec<u8>>) -> Self {
+        self.writer = self.writer.in_call_of(routine);
         self
     }
 

@@ -66,9 +66,9 @@ pub struct Execute {
     /// (`ExecuteRequest.prepared`): where literals or text rows would
     /// lose something (see `backend_prepare`).
     pub prepared: bool,
-    /// A prepared `CALL` of this routine: its OUT parameters' result set
-    /// is flagged as a server flags it (`translate::out_params`).
-    pub out_params_of: Option<Vec<u8>>,
+    /// A single `CALL` of this routine: its results' status flags are a
+    /// procedure's (`ResultWriter::in_call_of`).
+    pub call_of: Option<Vec<u8>>,
 }
 
 /// What a command needs done before its answer is complete.
@@ -298,7 +298,7 @@ impl<S> CommandPhase<S> {
                 format: RowFormat::Text,
                 cursor: None,
                 prepared: false,
-                out_params_of: None,
+                call_of: None,
             }),
             Command::FieldList { table, .. } => Step::FieldList(quoted_statement(
                 &self.dialect(),
@@ -397,13 +397,15 @@ impl<S> CommandPhase<S> {
             .ok()
             .and_then(command::parse_kill)
             .filter(|kill| !kill.by_query_id);
+        let call_of = out_params::called_routine(&sql)
+            .filter(|_| !statement::is_multi_statement(&sql, &self.dialect()));
         let statement = Execute {
             sql,
             binds: HashMap::new(),
             format: RowFormat::Text,
             cursor: None,
             prepared: false,
-            out_params_of: None,
+            call_of,
         };
         match kill {
             Some(kill) => Step::KillOrExecute {
@@ -430,15 +432,15 @@ impl<S> CommandPhase<S> {
         // As in MySQL, the cursor flag on a statement without a result set
         // (or a CALL, whose prepare reports no columns) is ignored.
         let cursor = (cursor && stmt.columns > 0).then_some(id);
-        let out_params_of = out_params::called_routine(&stmt.sql);
-        let prepared = backend_prepare(out_params_of.is_some(), stmt.float_columns, &binds);
+        let call_of = out_params::called_routine(&stmt.sql);
+        let prepared = statements::needs_backend_prepare(call_of.is_some(), stmt.float_columns, &binds);
         Step::Execute(Execute {
             sql: stmt.sql.clone(),
             binds,
             format: RowFormat::Binary,
             cursor,
             prepared,
-            out_params_of,
+            call_of,
         })
     }
 
@@ -575,22 +577,3 @@ fn quoted_statement(dialect: &Dialect, prefix: &[u8], name: &[u8], suffix: &[u8]
 mod fuzz;
 #[cfg(test)]
 mod tests;
-
-/// Whether a COM_STMT_EXECUTE needs the backend's binary protocol, which
-/// costs the gateway a prepare at the backend per execute: a `CALL` (its
-/// OUT arguments must be parameters), FLOAT columns (their text has ~6
-/// digits) and DATETIME/TIMESTAMP/TIME parameters (a literal cannot say
-/// every value a binary one can: zero dates, invalid dates). Everything
-/// else is exact as text.
-fn backend_prepare(
-    is_call: bool,
-    float_columns: bool,
-    binds: &HashMap<String, pb::BindVariable>,
-) -> bool {
-    let temporal = |v: &pb::BindVariable| {
-        [pb::Type::Datetime, pb::Type::Timestamp, pb::Type::Time]
-            .iter()
-            .any(|&t| v.r#type == t as i32)
-    };
-    is_call || float_columns || binds.values().any(temporal)
-}
