@@ -12,8 +12,8 @@ mod common;
 #[path = "common/raw_mysql.rs"]
 mod raw_mysql;
 
-use mysql_async::prelude::*;
 use mysql_async::Value;
+use mysql_async::prelude::*;
 
 use common::results::binary_results;
 use common::sidecar::Chain;
@@ -209,8 +209,17 @@ async fn mysql_async_gets_out_parameters_as_directly() {
         drop(result);
         answers.push(out);
     }
-    assert_eq!(answers[1].len(), 2, "the SELECT, then the OUT parameters: {:?}", answers[1]);
-    assert!(answers[1][1].contains("Float(1.2345678)"), "{:?}", answers[1]);
+    assert_eq!(
+        answers[1].len(),
+        2,
+        "the SELECT, then the OUT parameters: {:?}",
+        answers[1]
+    );
+    assert!(
+        answers[1][1].contains("Float(1.2345678)"),
+        "{:?}",
+        answers[1]
+    );
     assert_eq!(answers[0], answers[1]);
 }
 
@@ -253,13 +262,23 @@ async fn binary_float_columns_and_parameters_are_exact() {
                 Param::float(1e-10),
             ]],
         ),
-        ("SELECT * FROM floats WHERE id = ?", vec![vec![Param::long(4)]]),
+        (
+            "SELECT * FROM floats WHERE id = ?",
+            vec![vec![Param::long(4)]],
+        ),
     ];
     same_packets(&chain, &["DELETE FROM floats WHERE id > 3"], &statements).await;
     // And with a driver.
     let mut values = Vec::new();
     for mut conn in [chain.client().await, chain.direct().await] {
-        values.push(binary_results(&mut conn, "SELECT f FROM floats WHERE id = ?", vec![Value::Int(1)]).await);
+        values.push(
+            binary_results(
+                &mut conn,
+                "SELECT f FROM floats WHERE id = ?",
+                vec![Value::Int(1)],
+            )
+            .await,
+        );
     }
     assert!(values[1].contains("Float(1.2345678)"), "{}", values[1]);
     assert_eq!(values[0], values[1]);
@@ -281,16 +300,40 @@ async fn temporal_parameters_of_every_kind_are_the_servers() {
     let kinds: Vec<(&str, Param)> = vec![
         ("date", Param::date(date, (2024, 2, 29, 0, 0, 0, 0), 4)),
         ("zero date", Param::date(date, (0, 0, 0, 0, 0, 0, 0), 0)),
-        ("invalid date", Param::date(date, (2023, 2, 30, 0, 0, 0, 0), 4)),
-        ("datetime", Param::date(datetime, (2024, 2, 29, 13, 14, 15, 0), 7)),
-        ("datetime.us", Param::date(datetime, (1000, 1, 1, 0, 0, 0, 1), 11)),
-        ("datetime date only", Param::date(datetime, (9999, 12, 31, 0, 0, 0, 0), 4)),
-        ("zero datetime", Param::date(datetime, (0, 0, 0, 0, 0, 0, 0), 0)),
-        ("invalid datetime", Param::date(datetime, (2024, 4, 31, 23, 59, 59, 999_999), 11)),
-        ("timestamp", Param::date(timestamp, (2038, 1, 19, 3, 14, 7, 500_000), 11)),
+        (
+            "invalid date",
+            Param::date(date, (2023, 2, 30, 0, 0, 0, 0), 4),
+        ),
+        (
+            "datetime",
+            Param::date(datetime, (2024, 2, 29, 13, 14, 15, 0), 7),
+        ),
+        (
+            "datetime.us",
+            Param::date(datetime, (1000, 1, 1, 0, 0, 0, 1), 11),
+        ),
+        (
+            "datetime date only",
+            Param::date(datetime, (9999, 12, 31, 0, 0, 0, 0), 4),
+        ),
+        (
+            "zero datetime",
+            Param::date(datetime, (0, 0, 0, 0, 0, 0, 0), 0),
+        ),
+        (
+            "invalid datetime",
+            Param::date(datetime, (2024, 4, 31, 23, 59, 59, 999_999), 11),
+        ),
+        (
+            "timestamp",
+            Param::date(timestamp, (2038, 1, 19, 3, 14, 7, 500_000), 11),
+        ),
         ("time", Param::time(false, 0, 13, 14, 15, 0, 8)),
         ("negative time", Param::time(true, 0, 0, 0, 1, 0, 8)),
-        ("time over 24h", Param::time(false, 1, 10, 0, 0, 123_456, 12)),
+        (
+            "time over 24h",
+            Param::time(false, 1, 10, 0, 0, 123_456, 12),
+        ),
         ("time -838:59:59", Param::time(true, 34, 22, 59, 59, 0, 8)),
         ("time out of range", Param::time(false, 40, 0, 0, 0, 7, 12)),
         ("zero time", Param::time(false, 0, 0, 0, 0, 0, 0)),
@@ -323,7 +366,10 @@ async fn temporal_parameters_of_every_kind_are_the_servers() {
         ));
     }
     statements.push(("SHOW WARNINGS", vec![vec![]]));
-    statements.push(("SELECT * FROM temporal WHERE id >= ? ORDER BY id", vec![vec![Param::long(0)]]));
+    statements.push((
+        "SELECT * FROM temporal WHERE id >= ? ORDER BY id",
+        vec![vec![Param::long(0)]],
+    ));
     same_packets(&chain, &["DELETE FROM temporal"], &statements).await;
 }
 
@@ -355,7 +401,8 @@ async fn backend_prepare_cost() {
         ] {
             for _ in 0..100 {
                 let started = std::time::Instant::now();
-                let row: Option<(i64, String)> = conn.exec_first(&stmt, (param.clone(),)).await.unwrap();
+                let row: Option<(i64, String)> =
+                    conn.exec_first(&stmt, (param.clone(),)).await.unwrap();
                 assert_eq!(row.unwrap().0, 500);
                 if round > 0 {
                     times.push(started.elapsed().as_secs_f64() * 1e6);
@@ -363,7 +410,10 @@ async fn backend_prepare_cost() {
             }
         }
     }
-    for (name, times) in [("substituted (text)", &mut text), ("prepared at the backend", &mut binary)] {
+    for (name, times) in [
+        ("substituted (text)", &mut text),
+        ("prepared at the backend", &mut binary),
+    ] {
         times.sort_by(f64::total_cmp);
         let mean = times.iter().sum::<f64>() / times.len() as f64;
         println!(

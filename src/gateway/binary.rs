@@ -206,9 +206,7 @@ fn cell<'v>(column: &Column, value: &'v Value) -> Option<Cow<'v, [u8]>> {
                 micros,
             };
             match column.column_type() {
-                ColumnType::MYSQL_TYPE_DATE | ColumnType::MYSQL_TYPE_NEWDATE => {
-                    text(d.date_text())
-                }
+                ColumnType::MYSQL_TYPE_DATE | ColumnType::MYSQL_TYPE_NEWDATE => text(d.date_text()),
                 _ => text(d.datetime_text()),
             }
         }

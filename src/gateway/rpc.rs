@@ -14,8 +14,8 @@ use crate::translate::rows::row_size;
 use crate::translate::{bind, statement};
 
 use super::auth::Account;
-use super::binary;
 use super::backend::{self, BackendError, Flow, JsonLookup, Outcome, ResultSink, Summary};
+use super::binary;
 use super::json_columns::JsonColumns;
 use super::packet_limit::BackendPacket;
 use super::session_state;

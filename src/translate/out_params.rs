@@ -107,7 +107,8 @@ mod tests {
 
     #[test]
     fn the_called_routine_is_found_however_it_is_written() {
-        let name = |sql: &str| called_routine(sql.as_bytes()).map(|n| String::from_utf8(n).unwrap());
+        let name =
+            |sql: &str| called_routine(sql.as_bytes()).map(|n| String::from_utf8(n).unwrap());
         assert_eq!(name("CALL p(?, ?)").as_deref(), Some("p"));
         assert_eq!(name("  call  app.get_it (?)").as_deref(), Some("get_it"));
         assert_eq!(
@@ -134,7 +135,10 @@ mod tests {
 
     #[test]
     fn out_parameters_are_columns_of_the_routine() {
-        let out = [field("app", "p", "p", "x", "x"), field("app", "p", "p", "y", "y")];
+        let out = [
+            field("app", "p", "p", "x", "x"),
+            field("app", "p", "p", "y", "y"),
+        ];
         assert!(is_out_params(&out, b"P"));
         assert!(!is_out_params(&out, b"q"));
         assert!(!is_out_params(&[], b"p"));

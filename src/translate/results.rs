@@ -253,7 +253,12 @@ impl ResultWriter {
                 Some(_) => more(),
                 None => StatusFlags::empty(),
             };
-            response::eof(out, self.caps, self.status | in_call | self.out_params_flags(), 0);
+            response::eof(
+                out,
+                self.caps,
+                self.status | in_call | self.out_params_flags(),
+                0,
+            );
         }
         self.state = State::Open {
             fields: fields.to_vec(),

@@ -433,7 +433,8 @@ impl<S> CommandPhase<S> {
         // (or a CALL, whose prepare reports no columns) is ignored.
         let cursor = (cursor && stmt.columns > 0).then_some(id);
         let call_of = out_params::called_routine(&stmt.sql);
-        let prepared = statements::needs_backend_prepare(call_of.is_some(), stmt.float_columns, &binds);
+        let prepared =
+            statements::needs_backend_prepare(call_of.is_some(), stmt.float_columns, &binds);
         Step::Execute(Execute {
             sql: stmt.sql.clone(),
             binds,

@@ -120,7 +120,10 @@ mod tests {
             (Type::Date, "0000-00-00"),
             (Type::Date, "2024-00-10"),
         ] {
-            assert!(needs_backend_prepare(false, false, &binds(&[(ty, value)])), "{ty:?} {value}");
+            assert!(
+                needs_backend_prepare(false, false, &binds(&[(ty, value)])),
+                "{ty:?} {value}"
+            );
         }
     }
 }
