@@ -182,6 +182,26 @@ fn hex_bytes(shown: &str) -> Vec<u8> {
         .collect()
 }
 
+/// A `CALL` in the text protocol: the status flags of a procedure's
+/// results (MORE_RESULTS in every EOF while it runs) are MariaDB's too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_in_the_text_protocol_is_the_servers() {
+    let chain = Chain::start().await;
+    setup(&chain, PROCEDURES).await;
+    for caps in [0, DEPRECATE_EOF] {
+        let (mut direct, mut via) = clients(&chain, caps).await;
+        for sql in [
+            "CALL p_in(21)",
+            "CALL p_out(7, @b, @c, @d, @f)",
+            "SELECT @b, @c, @d, @f",
+        ] {
+            let want: Vec<String> = direct.query(sql).await.iter().map(|p| shown(p)).collect();
+            let got: Vec<String> = via.query(sql).await.iter().map(|p| shown(p)).collect();
+            assert_eq!(got, want, "`{sql}` (caps {caps:#x})");
+        }
+    }
+}
+
 /// The same calls with mysql_async, which reads the OUT parameters as one
 /// more result set.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -156,6 +156,14 @@ impl RawClient {
         c
     }
 
+    /// COM_QUERY: every packet of every result of the answer.
+    pub async fn query(&mut self, sql: &str) -> Vec<Vec<u8>> {
+        let mut body = vec![0x03];
+        body.extend_from_slice(sql.as_bytes());
+        self.write(0, &body).await;
+        self.read_results().await
+    }
+
     /// COM_STMT_PREPARE: the statement id, the parameter count and every
     /// packet of the answer.
     pub async fn prepare(&mut self, sql: &str) -> (u32, u16, Vec<Vec<u8>>) {
