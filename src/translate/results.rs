@@ -149,10 +149,9 @@ impl ResultWriter {
             if !self.marked_ends && !self.is_empty() {
                 return Err(unmarked_results());
             }
-            self.start_set(&result.fields, out);
+            self.start_set(&result.fields, out)?;
         } else if result.rows.is_empty() {
-            self.end_result(result, out);
-            return Ok(());
+            return self.end_result(result, out);
         }
         self.rows(&result.rows, out)
     }
@@ -160,18 +159,17 @@ impl ResultWriter {
     /// End of the stream: the last terminator with the final status and
     /// warnings, or the ERR that ended the stream.
     pub fn finish(
-        self,
+        mut self,
         error: Option<&MysqlError>,
         status: StatusFlags,
         warnings: u16,
         out: &mut Packets,
     ) {
         let status = status - StatusFlags::SERVER_MORE_RESULTS_EXISTS;
-        let mut this = self;
-        let candidate_error = this.release_candidate(false, out).err();
+        // A set held back as maybe OUT parameters, then the end: it was not.
+        let candidate_error = self.release_candidate(false, out).err();
         let error = error.or(candidate_error.as_ref());
-        let this = this;
-        match (this.state, error) {
+        match (self.state, error) {
             // Rows were cut off: the ERR replaces the set's terminator.
             (State::Open { .. } | State::Empty | State::MaybeOutParams { .. }, Some(error)) => {
                 response::err(out, error)
@@ -179,24 +177,24 @@ impl ResultWriter {
             // A complete result, then a failing statement (MySQL's shape
             // for a multi-statement whose second statement fails).
             (State::Held(held), Some(error)) => {
-                write_held(out, this.caps, &held, this.status | more(), 0);
+                write_held(out, self.caps, &held, self.status | more(), 0);
                 response::err(out, error);
             }
             (State::Open { .. } | State::MaybeOutParams { .. }, None) => {
-                write_held(out, this.caps, &Held::EndOfRows, status, warnings)
+                write_held(out, self.caps, &Held::EndOfRows, status, warnings)
             }
             (State::Held(held), None) => {
-                write_held_tracked(out, this.caps, &held, status, warnings, &this.session_state)
+                write_held_tracked(out, self.caps, &held, status, warnings, &self.session_state)
             }
             (State::Empty, None) => response::ok_tracked(
                 out,
-                this.caps,
+                self.caps,
                 0,
                 0,
                 status,
                 warnings,
                 "",
-                &this.session_state,
+                &self.session_state,
             ),
         }
     }
@@ -223,8 +221,8 @@ impl ResultWriter {
 
     /// Column count, definitions and (classic clients) their EOF. Whatever
     /// came before is complete, so its terminator goes out now.
-    fn start_set(&mut self, fields: &[pb::Field], out: &mut Packets) {
-        self.flush_previous(out);
+    fn start_set(&mut self, fields: &[pb::Field], out: &mut Packets) -> Result<(), MysqlError> {
+        self.flush_previous(out)?;
         self.out_params = false;
         let maybe_out_params = self.format == RowFormat::Binary
             && self
@@ -237,9 +235,10 @@ impl ResultWriter {
                 rows: Vec::new(),
                 ended: false,
             };
-            return;
+            return Ok(());
         }
         self.write_columns(fields, out);
+        Ok(())
     }
 
     /// A set's column count, definitions and (classic clients) their EOF.
@@ -266,28 +265,29 @@ impl ResultWriter {
     }
 
     /// A message with neither fields nor rows.
-    fn end_result(&mut self, result: &pb::QueryResult, out: &mut Packets) {
+    fn end_result(
+        &mut self,
+        result: &pb::QueryResult,
+        out: &mut Packets,
+    ) -> Result<(), MysqlError> {
         if self.marked_ends && matches!(self.state, State::Open { .. }) {
             self.state = State::Held(Held::EndOfRows);
-            return;
+            return Ok(());
         }
         match &mut self.state {
             State::MaybeOutParams { ended, .. } if self.marked_ends && !*ended => {
                 *ended = true;
-                return;
+                return Ok(());
             }
             // The CALL's final OK follows a one-row candidate: it is the
-            // OUT parameters' set. A row it cannot write is left for the
-            // ERR of `finish`, as when rows are cut off.
+            // OUT parameters' set.
             State::MaybeOutParams { rows, .. } => {
                 let is_out = rows.len() == 1;
-                if self.release_candidate(is_out, out).is_err() {
-                    return;
-                }
+                self.release_candidate(is_out, out)?;
             }
             _ => {}
         }
-        self.flush_previous(out);
+        self.flush_previous(out)?;
         let found_rows = self.caps.contains(CapabilityFlags::CLIENT_FOUND_ROWS);
         self.state = State::Held(Held::Ok {
             affected_rows: update_counts(&result.info).map_or(
@@ -299,6 +299,7 @@ impl ResultWriter {
             insert_id: result.insert_id,
             info: result.info.clone(),
         });
+        Ok(())
     }
 
     fn rows(&mut self, rows: &[pb::Row], out: &mut Packets) -> Result<(), MysqlError> {
@@ -344,12 +345,11 @@ impl ResultWriter {
 
     /// Writes the terminator of whatever result is complete or open, with
     /// MORE_RESULTS_EXISTS: a new result follows.
-    fn flush_previous(&mut self, out: &mut Packets) {
-        // Another result follows a candidate: it was a procedure's set (a
-        // row it cannot write ends nothing here; its ERR comes at finish).
-        let _ = self.release_candidate(false, out);
+    fn flush_previous(&mut self, out: &mut Packets) -> Result<(), MysqlError> {
+        // Another result follows a candidate: it was a procedure's set.
+        self.release_candidate(false, out)?;
         let held = match std::mem::replace(&mut self.state, State::Empty) {
-            State::Empty => return,
+            State::Empty => return Ok(()),
             State::Open { .. } | State::MaybeOutParams { .. } => Held::EndOfRows,
             State::Held(held) => held,
         };
@@ -358,22 +358,22 @@ impl ResultWriter {
             Held::Ok { .. } => self.status | more(),
         };
         write_held(out, self.caps, &held, status, 0);
+        Ok(())
     }
 
     /// Writes a held-back candidate set (see [`State::MaybeOutParams`]),
     /// as OUT parameters or as an ordinary set; nothing otherwise. Its
     /// state becomes what writing it as it came would have left.
     fn release_candidate(&mut self, out_params: bool, out: &mut Packets) -> Result<(), MysqlError> {
-        if !matches!(self.state, State::MaybeOutParams { .. }) {
-            return Ok(());
-        }
+        let state = std::mem::replace(&mut self.state, State::Empty);
         let State::MaybeOutParams {
             fields,
             rows,
             ended,
-        } = std::mem::replace(&mut self.state, State::Empty)
+        } = state
         else {
-            unreachable!("checked above");
+            self.state = state;
+            return Ok(());
         };
         self.out_params = out_params;
         self.write_columns(&fields, out);
@@ -786,6 +786,88 @@ mod tests {
                 ]
             );
         }
+    }
+
+    /// A prepared CALL's set whose columns are the routine's parameters is
+    /// flagged SERVER_PS_OUT_PARAMS when it is the last (the final OK
+    /// follows) and one row; otherwise it is the procedure's own.
+    #[test]
+    fn out_parameters_are_flagged_only_as_the_last_one_row_set() {
+        let param = |name: &str| pb::Field {
+            database: "app".into(),
+            table: "p".into(),
+            org_table: "p".into(),
+            org_name: bytes::Bytes::copy_from_slice(name.as_bytes()),
+            ..field(name, 3, 0)
+        };
+        let call = |messages: &[pb::QueryResult]| {
+            let mut out = Packets::reply_to(0);
+            let mut writer =
+                ResultWriter::new(modern(), RowFormat::Binary, MID).in_call_of(Some(b"P".to_vec()));
+            for m in messages {
+                writer.message(m, &mut out).unwrap();
+            }
+            writer.finish(None, FINAL, 3, &mut out);
+            client(&mut out, modern(), RowFormat::Binary)
+        };
+        let flagged = more() | StatusFlags::SERVER_PS_OUT_PARAMS;
+        let x = || Seen::Columns(vec!["x".into()]);
+        let final_ok = || Seen::Ok(0, 0, FINAL, 3, String::new());
+        let one = || fields_msg(vec![param("x")], vec![row(&[Some("6")])]);
+        assert_eq!(
+            call(&[one(), end_msg(), ok_msg(0, 0, "")]),
+            vec![
+                x(),
+                Seen::Row(vec![Value::Int(6)]),
+                Seen::End(flagged, 0),
+                final_ok()
+            ]
+        );
+        // Rows in their own messages, as a long result streams.
+        assert_eq!(
+            call(&[
+                fields_msg(vec![param("x")], vec![]),
+                rows_msg(vec![row(&[Some("6")])]),
+                end_msg(),
+                ok_msg(0, 0, "")
+            ]),
+            vec![
+                x(),
+                Seen::Row(vec![Value::Int(6)]),
+                Seen::End(flagged, 0),
+                final_ok()
+            ]
+        );
+        // Another set follows: the procedure's own.
+        assert_eq!(
+            call(&[one(), end_msg(), one(), end_msg(), ok_msg(0, 0, "")]),
+            vec![
+                x(),
+                Seen::Row(vec![Value::Int(6)]),
+                Seen::End(more(), 0),
+                x(),
+                Seen::Row(vec![Value::Int(6)]),
+                Seen::End(flagged, 0),
+                final_ok()
+            ]
+        );
+        // Two rows, or none: the procedure's own.
+        let two = fields_msg(vec![param("x")], vec![row(&[Some("1")]), row(&[Some("2")])]);
+        assert_eq!(
+            call(&[two, end_msg(), ok_msg(0, 0, "")]),
+            vec![
+                x(),
+                Seen::Row(vec![Value::Int(1)]),
+                Seen::Row(vec![Value::Int(2)]),
+                Seen::End(more(), 0),
+                final_ok()
+            ]
+        );
+        let none = fields_msg(vec![param("x")], vec![]);
+        assert_eq!(
+            call(&[none, end_msg(), ok_msg(0, 0, "")]),
+            vec![x(), Seen::End(more(), 0), final_ok()]
+        );
     }
 
     #[test]
