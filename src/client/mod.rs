@@ -159,7 +159,7 @@ impl Client {
         query: impl Into<bytes::Bytes>,
         bind_variables: HashMap<String, pb::BindVariable>,
     ) -> Result<Reply<pb::ExecuteResponse>, CallError> {
-        let body = execute_body(session, query.into(), bind_variables);
+        let body = execute_body(session, query.into(), bind_variables, false);
         let prepared = self.inner.wire.unary(Method::Execute, body);
         self.unary(prepared, SESSION_FIELD).await
     }
@@ -172,7 +172,21 @@ impl Client {
         query: impl Into<bytes::Bytes>,
         bind_variables: HashMap<String, pb::BindVariable>,
     ) -> Result<ExecuteStream, CallError> {
-        let body = execute_body(session, query.into(), bind_variables);
+        self.stream_execute_as(session, query, bind_variables, false)
+            .await
+    }
+
+    /// [`Client::stream_execute`] with `ExecuteRequest.prepared`: the
+    /// statement is a MySQL prepared statement's (our gateway then runs it
+    /// as one at the backend; another psdb server may ignore it).
+    pub async fn stream_execute_as(
+        &self,
+        session: Option<&RawSession>,
+        query: impl Into<bytes::Bytes>,
+        bind_variables: HashMap<String, pb::BindVariable>,
+        prepared: bool,
+    ) -> Result<ExecuteStream, CallError> {
+        let body = execute_body(session, query.into(), bind_variables, prepared);
         let prepared = self.inner.wire.streaming(Method::StreamExecute, body);
         let started = Instant::now();
         let (response, transport) = match self.send(&prepared).await {
@@ -304,12 +318,13 @@ fn execute_body(
     session: Option<&RawSession>,
     query: bytes::Bytes,
     bind_variables: HashMap<String, pb::BindVariable>,
+    prepared: bool,
 ) -> bytes::Bytes {
     let request = pb::ExecuteRequest {
         session: None,
         query,
         bind_variables,
-        prepared: false,
+        prepared,
     };
     encode_with_session(session, &request)
 }

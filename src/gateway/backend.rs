@@ -207,7 +207,7 @@ pub struct JsonLookup<'a> {
 }
 
 impl JsonLookup<'_> {
-    async fn fields(&self, columns: &[Column]) -> Vec<pb::Field> {
+    pub(super) async fn fields(&self, columns: &[Column]) -> Vec<pb::Field> {
         let mut fields: Vec<pb::Field> = columns.iter().map(field).collect();
         self.columns.mark(self.pool, &mut fields).await;
         fields

@@ -7,6 +7,7 @@
 mod auth;
 mod backend;
 mod backend_tls;
+mod binary;
 mod error_text;
 mod health;
 mod json_columns;

@@ -15,6 +15,7 @@ use crate::translate::{bind, statement};
 
 use super::auth::Account;
 use super::backend::{self, BackendError, Flow, JsonLookup, Outcome, ResultSink, Summary};
+use super::binary;
 use super::json_columns::JsonColumns;
 use super::packet_limit::BackendPacket;
 use super::session_state;
@@ -274,9 +275,16 @@ impl Rpc {
     ) -> Ran {
         let dialect = lease.state.dialect();
         let charset = lease.state.charset_name();
-        let sql = match bind::substitute(&request.query, &request.bind_variables, &dialect, charset)
-        {
-            Ok(sql) => sql,
+        // A MySQL prepared statement runs as one at the backend (binary.rs).
+        let bound = if request.prepared {
+            binary::statement(&request.query, &request.bind_variables, &dialect, charset)
+                .map(|(sql, params)| (sql, Some(params)))
+        } else {
+            bind::substitute(&request.query, &request.bind_variables, &dialect, charset)
+                .map(|sql| (sql, None))
+        };
+        let (sql, params) = match bound {
+            Ok(bound) => bound,
             Err(e) => {
                 return Ran {
                     outcome: None,
@@ -329,7 +337,13 @@ impl Rpc {
         let conn_id = conn.id();
         let gone = sink.gone();
         let result = {
-            let running = backend::run(conn, self.json(account), &sql, sink);
+            let json = self.json(account);
+            let running = async {
+                match params {
+                    Some(params) => binary::run(conn, json, &sql, params, sink).await,
+                    None => backend::run(conn, json, &sql, sink).await,
+                }
+            };
             tokio::pin!(running);
             let why = tokio::select! {
                 r = &mut running => Ok(r),

@@ -17,9 +17,10 @@ pub enum ParamValue {
     Null,
     Signed(i64),
     Unsigned(u64),
-    /// DOUBLE, or FLOAT widened to double as MySQL does
-    /// (`set_param_float`).
     Double(f64),
+    /// FLOAT: MariaDB keeps a FLOAT parameter a FLOAT (`SELECT ?` answers
+    /// a FLOAT column).
+    Float(f32),
     /// DECIMAL's text.
     Decimal(Bytes),
     Date(DateTime),
@@ -231,7 +232,7 @@ fn read_value(reader: &mut Reader<'_>, ty: ParamType) -> Result<ParamValue, Mysq
             i64::from_le_bytes,
             u64::from_le_bytes,
         ),
-        MYSQL_TYPE_FLOAT => ParamValue::Double(f64::from(f32::from_le_bytes(reader.take_array()?))),
+        MYSQL_TYPE_FLOAT => ParamValue::Float(f32::from_le_bytes(reader.take_array()?)),
         MYSQL_TYPE_DOUBLE => ParamValue::Double(f64::from_le_bytes(reader.take_array()?)),
         MYSQL_TYPE_DECIMAL | MYSQL_TYPE_NEWDECIMAL => ParamValue::Decimal(reader.lenenc_bytes()?),
         MYSQL_TYPE_DATE => ParamValue::Date(DateTime::from_binary(reader.counted()?)),

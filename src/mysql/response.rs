@@ -439,7 +439,7 @@ pub fn prepare_ok(
         b.put_u16_le(warnings);
     });
     if params > 0 {
-        let param = parameter_definition();
+        let param = parameter_definition(style);
         for _ in 0..params {
             column_definition(out, style, &param);
         }
@@ -453,12 +453,16 @@ pub fn prepare_ok(
     }
 }
 
-/// What MySQL and MariaDB describe a `?` as before it is bound: a
-/// binary VAR_STRING named "?" of length 0.
-fn parameter_definition() -> ColumnDefinition<'static> {
+/// What a server describes a `?` as before it is bound: a binary column
+/// named "?" of length 0, of type VAR_STRING (MySQL) or NULL (MariaDB,
+/// whose unbound parameter has no type yet).
+fn parameter_definition(style: ColumnStyle) -> ColumnDefinition<'static> {
     ColumnDefinition {
         name: b"?",
-        column_type: ColumnType::MYSQL_TYPE_VAR_STRING,
+        column_type: match style {
+            ColumnStyle::Mysql => ColumnType::MYSQL_TYPE_VAR_STRING,
+            ColumnStyle::Mariadb | ColumnStyle::MariadbExtended => ColumnType::MYSQL_TYPE_NULL,
+        },
         charset: BINARY_CHARSET,
         flags: ColumnFlags::BINARY_FLAG.bits(),
         ..ColumnDefinition::default()

@@ -57,6 +57,13 @@ impl DateTime {
         (t.month <= 12 && t.day <= 31).then_some(t)
     }
 
+    /// Whether a DATE's text has a zero month or day (`0000-00-00`,
+    /// `2024-00-10`): no literal says it, and as a string it is refused
+    /// where a zero DATE parameter is taken (a TIME column).
+    pub fn is_zero_in_date(text: &[u8]) -> bool {
+        Self::parse_text(text).is_some_and(|d| d.month == 0 || d.day == 0)
+    }
+
     /// `YYYY-MM-DD`.
     pub fn date_text(&self) -> String {
         format!("{:04}-{:02}-{:02}", self.year, self.month, self.day)

@@ -507,12 +507,17 @@ impl Connection {
             binds,
             format,
             cursor,
+            prepared,
+            call_of,
         } = statement;
-        let mut exec = self.core.begin_execution(format, cursor);
+        let mut exec = self
+            .core
+            .begin_execution(format, cursor)
+            .in_call_of(call_of);
         let stream = self
             .shared
             .client
-            .stream_execute(self.core.session().cookie(), sql, binds)
+            .stream_execute_as(self.core.session().cookie(), sql, binds, prepared)
             .await;
         let mut stream = match stream {
             Ok(s) => s,

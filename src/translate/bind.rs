@@ -51,8 +51,22 @@ pub fn substitute<'a>(
     dialect: &Dialect,
     charset: &str,
 ) -> Result<Cow<'a, [u8]>, BindError> {
+    substitute_keeping(sql, vars, dialect, charset, |_| false).map(|(sql, _)| sql)
+}
+
+/// [`substitute`], except that each `?` whose variable `keep` accepts
+/// stays a `?` — a parameter of a server-side prepared statement — and
+/// its variable is returned, in placeholder order.
+pub fn substitute_keeping<'a, 'v>(
+    sql: &'a [u8],
+    vars: &'v HashMap<String, BindVariable>,
+    dialect: &Dialect,
+    charset: &str,
+    keep: impl Fn(&BindVariable) -> bool,
+) -> Result<(Cow<'a, [u8]>, Vec<&'v BindVariable>), BindError> {
+    let mut kept = Vec::new();
     if vars.is_empty() {
-        return Ok(Cow::Borrowed(sql));
+        return Ok((Cow::Borrowed(sql), kept));
     }
     let strings = StringLiterals::new(charset, dialect);
     let mut out = Vec::with_capacity(sql.len() + 16 * vars.len());
@@ -72,9 +86,16 @@ pub fn substitute<'a>(
                 positional += 1;
                 let name = format!("v{positional}");
                 out.extend_from_slice(&sql[copied..i]);
-                match vars.get(&name).and_then(|v| limit_count(v, in_limit)) {
+                let var = vars.get(&name);
+                match var.and_then(|v| limit_count(v, in_limit)) {
                     Some(count) => out.extend_from_slice(count.to_string().as_bytes()),
-                    None => push_literal(&mut out, &name, vars, &strings)?,
+                    None => match var.filter(|v| keep(v)) {
+                        Some(var) => {
+                            out.push(b'?');
+                            kept.push(var);
+                        }
+                        None => push_literal(&mut out, &name, vars, &strings)?,
+                    },
                 }
                 i += 1;
                 copied = i;
@@ -113,7 +134,7 @@ pub fn substitute<'a>(
         }
     }
     out.extend_from_slice(&sql[copied..]);
-    Ok(Cow::Owned(out))
+    Ok((Cow::Owned(out), kept))
 }
 
 /// A parameter of a `LIMIT` clause as the integer a server makes of it

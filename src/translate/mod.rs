@@ -4,6 +4,7 @@
 pub mod bind;
 pub mod cursor;
 pub mod errors;
+pub mod out_params;
 pub mod params;
 pub mod results;
 pub mod rows;

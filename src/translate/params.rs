@@ -33,7 +33,10 @@ fn bind_variable(value: ParamValue) -> Result<BindVariable, MysqlError> {
         ParamValue::Unsigned(v) => text_var(Type::Uint64, v.to_string()),
         // The shortest text of the double is exact, so a FLOAT column
         // stores the client's bits and `SELECT ?` shows what MySQL shows.
-        ParamValue::Double(v) => float_var(v)?,
+        ParamValue::Double(v) => float_var(Type::Float64, v)?,
+        // As a literal, the double of the same value (exact); as a
+        // parameter at the backend, the FLOAT again (gateway/binary.rs).
+        ParamValue::Float(v) => float_var(Type::Float32, f64::from(v))?,
         ParamValue::Decimal(text) => var(Type::Decimal, text),
         ParamValue::Date(d) => text_var(Type::Date, d.date_text()),
         ParamValue::DateTime(d) => text_var(Type::Datetime, d.datetime_text()),
@@ -58,11 +61,11 @@ fn text_var(ty: Type, text: String) -> BindVariable {
 /// Shortest round-trip text, always with an exponent so that MySQL reads
 /// it as a DOUBLE literal (without one, `1.5` would be DECIMAL). MySQL has
 /// no literal for NaN or infinities.
-fn float_var(value: f64) -> Result<BindVariable, MysqlError> {
+fn float_var(ty: Type, value: f64) -> Result<BindVariable, MysqlError> {
     if !value.is_finite() {
         return Err(wrong_arguments());
     }
-    Ok(text_var(Type::Float64, format!("{value:e}")))
+    Ok(text_var(ty, format!("{value:e}")))
 }
 
 #[cfg(test)]
@@ -158,7 +161,7 @@ mod tests {
         let expected = [
             ty(Type::Int64, "-9223372036854775808"),
             ty(Type::Uint64, "18446744073709551615"),
-            ty(Type::Float64, "1.0000000149011612e-1"),
+            ty(Type::Float32, "1.0000000149011612e-1"),
             ty(Type::Float64, "1.7976931348623157e308"),
             ty(Type::Varchar, "héllo 😀"),
             // VAR_STRING: text in the client's character set, bytes as sent.
@@ -174,7 +177,7 @@ mod tests {
             ty(Type::Time, "1:02:03.000004"),
             ty(Type::Time, "0:00:00"),
             ty(Type::Float64, "-0e0"),
-            ty(Type::Float64, "3.4028234663852886e38"),
+            ty(Type::Float32, "3.4028234663852886e38"),
             // Out of TIME's range: clamped, as the server does.
             ty(Type::Time, "-838:59:59"),
             ty(Type::Time, "838:59:59.000007"),

@@ -25,6 +25,7 @@ use crate::mysql::MysqlError;
 use crate::mysql::packet::Packets;
 use crate::mysql::response::{self, ColumnStyle};
 use crate::mysql::{CapabilityFlags, StatusFlags};
+use crate::translate::out_params;
 use crate::translate::to_mysql::{self, binary_row, text_row};
 
 /// How rows are encoded: text for COM_QUERY, binary for COM_STMT_EXECUTE.
@@ -53,6 +54,14 @@ enum State {
     Empty,
     /// A result set's rows are flowing; its fields decode binary rows.
     Open { fields: Vec<pb::Field> },
+    /// A set that may hold a prepared CALL's OUT parameters (see
+    /// [`out_params`]), held back unwritten: it does if it has one row and
+    /// the CALL's final OK comes next (`ended`: its end was seen).
+    MaybeOutParams {
+        fields: Vec<pb::Field>,
+        rows: Vec<pb::Row>,
+        ended: bool,
+    },
     /// The last result is complete but its terminator waits.
     Held(Held),
 }
@@ -75,6 +84,13 @@ pub struct ResultWriter {
     session_state: Vec<u8>,
     /// The stream marks where each result ends (our gateway's).
     marked_ends: bool,
+    /// The statement is a `CALL` of this routine: a server says
+    /// MORE_RESULTS in every EOF while a procedure runs, and flags the
+    /// OUT parameters' set of a prepared one (see [`out_params`]).
+    call_of: Option<Vec<u8>>,
+    /// The open or last result set holds OUT parameters: its EOFs carry
+    /// `SERVER_PS_OUT_PARAMS`.
+    out_params: bool,
 }
 
 impl ResultWriter {
@@ -89,7 +105,18 @@ impl ResultWriter {
             state: State::Empty,
             session_state: Vec::new(),
             marked_ends: true,
+            call_of: None,
+            out_params: false,
         }
+    }
+
+    /// The statement is a single `CALL` of `routine`: every set's column
+    /// EOF says MORE_RESULTS (the server sets it for the whole call), and
+    /// in the binary protocol the OUT parameters' set is flagged as a
+    /// server flags it.
+    pub fn in_call_of(mut self, routine: Option<Vec<u8>>) -> Self {
+        self.call_of = routine;
+        self
     }
 
     /// Whether the stream marks where each result ends (our gateway's
@@ -122,10 +149,9 @@ impl ResultWriter {
             if !self.marked_ends && !self.is_empty() {
                 return Err(unmarked_results());
             }
-            self.start_set(&result.fields, out);
+            self.start_set(&result.fields, out)?;
         } else if result.rows.is_empty() {
-            self.end_result(result, out);
-            return Ok(());
+            return self.end_result(result, out);
         }
         self.rows(&result.rows, out)
     }
@@ -133,16 +159,19 @@ impl ResultWriter {
     /// End of the stream: the last terminator with the final status and
     /// warnings, or the ERR that ended the stream.
     pub fn finish(
-        self,
+        mut self,
         error: Option<&MysqlError>,
         status: StatusFlags,
         warnings: u16,
         out: &mut Packets,
     ) {
         let status = status - StatusFlags::SERVER_MORE_RESULTS_EXISTS;
+        // A set held back as maybe OUT parameters, then the end: it was not.
+        let candidate_error = self.release_candidate(false, out).err();
+        let error = error.or(candidate_error.as_ref());
         match (self.state, error) {
             // Rows were cut off: the ERR replaces the set's terminator.
-            (State::Open { .. }, Some(error)) | (State::Empty, Some(error)) => {
+            (State::Open { .. } | State::Empty | State::MaybeOutParams { .. }, Some(error)) => {
                 response::err(out, error)
             }
             // A complete result, then a failing statement (MySQL's shape
@@ -151,7 +180,7 @@ impl ResultWriter {
                 write_held(out, self.caps, &held, self.status | more(), 0);
                 response::err(out, error);
             }
-            (State::Open { .. }, None) => {
+            (State::Open { .. } | State::MaybeOutParams { .. }, None) => {
                 write_held(out, self.caps, &Held::EndOfRows, status, warnings)
             }
             (State::Held(held), None) => {
@@ -192,14 +221,43 @@ impl ResultWriter {
 
     /// Column count, definitions and (classic clients) their EOF. Whatever
     /// came before is complete, so its terminator goes out now.
-    fn start_set(&mut self, fields: &[pb::Field], out: &mut Packets) {
-        self.flush_previous(out);
+    fn start_set(&mut self, fields: &[pb::Field], out: &mut Packets) -> Result<(), MysqlError> {
+        self.flush_previous(out)?;
+        self.out_params = false;
+        let maybe_out_params = self.format == RowFormat::Binary
+            && self
+                .call_of
+                .as_deref()
+                .is_some_and(|routine| out_params::is_out_params(fields, routine));
+        if maybe_out_params {
+            self.state = State::MaybeOutParams {
+                fields: fields.to_vec(),
+                rows: Vec::new(),
+                ended: false,
+            };
+            return Ok(());
+        }
+        self.write_columns(fields, out);
+        Ok(())
+    }
+
+    /// A set's column count, definitions and (classic clients) their EOF.
+    fn write_columns(&mut self, fields: &[pb::Field], out: &mut Packets) {
         response::result_set_header(out, fields.len() as u64);
         for field in fields {
             to_mysql::column_definition(out, self.style, field);
         }
         if !self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF) {
-            response::eof(out, self.caps, self.status, 0);
+            let in_call = match self.call_of {
+                Some(_) => more(),
+                None => StatusFlags::empty(),
+            };
+            response::eof(
+                out,
+                self.caps,
+                self.status | in_call | self.out_params_flags(),
+                0,
+            );
         }
         self.state = State::Open {
             fields: fields.to_vec(),
@@ -207,12 +265,29 @@ impl ResultWriter {
     }
 
     /// A message with neither fields nor rows.
-    fn end_result(&mut self, result: &pb::QueryResult, out: &mut Packets) {
+    fn end_result(
+        &mut self,
+        result: &pb::QueryResult,
+        out: &mut Packets,
+    ) -> Result<(), MysqlError> {
         if self.marked_ends && matches!(self.state, State::Open { .. }) {
             self.state = State::Held(Held::EndOfRows);
-            return;
+            return Ok(());
         }
-        self.flush_previous(out);
+        match &mut self.state {
+            State::MaybeOutParams { ended, .. } if self.marked_ends && !*ended => {
+                *ended = true;
+                return Ok(());
+            }
+            // The CALL's final OK follows a one-row candidate: it is the
+            // OUT parameters' set.
+            State::MaybeOutParams { rows, .. } => {
+                let is_out = rows.len() == 1;
+                self.release_candidate(is_out, out)?;
+            }
+            _ => {}
+        }
+        self.flush_previous(out)?;
         let found_rows = self.caps.contains(CapabilityFlags::CLIENT_FOUND_ROWS);
         self.state = State::Held(Held::Ok {
             affected_rows: update_counts(&result.info).map_or(
@@ -224,9 +299,18 @@ impl ResultWriter {
             insert_id: result.insert_id,
             info: result.info.clone(),
         });
+        Ok(())
     }
 
     fn rows(&mut self, rows: &[pb::Row], out: &mut Packets) -> Result<(), MysqlError> {
+        if let State::MaybeOutParams { rows: held, .. } = &mut self.state {
+            if held.len() + rows.len() <= 1 {
+                held.extend_from_slice(rows);
+                return Ok(());
+            }
+            // OUT parameters are one row: this is a result set.
+            self.release_candidate(false, out)?;
+        }
         let State::Open { fields } = &self.state else {
             if rows.is_empty() {
                 return Ok(());
@@ -262,13 +346,54 @@ impl ResultWriter {
 
     /// Writes the terminator of whatever result is complete or open, with
     /// MORE_RESULTS_EXISTS: a new result follows.
-    fn flush_previous(&mut self, out: &mut Packets) {
+    fn flush_previous(&mut self, out: &mut Packets) -> Result<(), MysqlError> {
+        // Another result follows a candidate: it was a procedure's set.
+        self.release_candidate(false, out)?;
         let held = match std::mem::replace(&mut self.state, State::Empty) {
-            State::Empty => return,
-            State::Open { .. } => Held::EndOfRows,
+            State::Empty => return Ok(()),
+            State::Open { .. } | State::MaybeOutParams { .. } => Held::EndOfRows,
             State::Held(held) => held,
         };
-        write_held(out, self.caps, &held, self.status | more(), 0);
+        let status = match held {
+            Held::EndOfRows => self.status | more() | self.out_params_flags(),
+            Held::Ok { .. } => self.status | more(),
+        };
+        write_held(out, self.caps, &held, status, 0);
+        Ok(())
+    }
+
+    /// Writes a held-back candidate set (see [`State::MaybeOutParams`]),
+    /// as OUT parameters or as an ordinary set; nothing otherwise. Its
+    /// state becomes what writing it as it came would have left.
+    fn release_candidate(&mut self, out_params: bool, out: &mut Packets) -> Result<(), MysqlError> {
+        let state = std::mem::replace(&mut self.state, State::Empty);
+        let State::MaybeOutParams {
+            fields,
+            rows,
+            ended,
+        } = state
+        else {
+            self.state = state;
+            return Ok(());
+        };
+        self.out_params = out_params;
+        self.write_columns(&fields, out);
+        self.state = State::Open { fields };
+        self.rows(&rows, out)?;
+        if ended {
+            self.state = State::Held(Held::EndOfRows);
+        }
+        Ok(())
+    }
+
+    /// `SERVER_PS_OUT_PARAMS` (with MORE_RESULTS, as a server sets both)
+    /// for the EOFs of an OUT-parameter result set.
+    fn out_params_flags(&self) -> StatusFlags {
+        if self.out_params {
+            StatusFlags::SERVER_PS_OUT_PARAMS | more()
+        } else {
+            StatusFlags::empty()
+        }
     }
 }
 
@@ -662,6 +787,88 @@ mod tests {
                 ]
             );
         }
+    }
+
+    /// A prepared CALL's set whose columns are the routine's parameters is
+    /// flagged SERVER_PS_OUT_PARAMS when it is the last (the final OK
+    /// follows) and one row; otherwise it is the procedure's own.
+    #[test]
+    fn out_parameters_are_flagged_only_as_the_last_one_row_set() {
+        let param = |name: &str| pb::Field {
+            database: "app".into(),
+            table: "p".into(),
+            org_table: "p".into(),
+            org_name: bytes::Bytes::copy_from_slice(name.as_bytes()),
+            ..field(name, 3, 0)
+        };
+        let call = |messages: &[pb::QueryResult]| {
+            let mut out = Packets::reply_to(0);
+            let mut writer =
+                ResultWriter::new(modern(), RowFormat::Binary, MID).in_call_of(Some(b"P".to_vec()));
+            for m in messages {
+                writer.message(m, &mut out).unwrap();
+            }
+            writer.finish(None, FINAL, 3, &mut out);
+            client(&mut out, modern(), RowFormat::Binary)
+        };
+        let flagged = more() | StatusFlags::SERVER_PS_OUT_PARAMS;
+        let x = || Seen::Columns(vec!["x".into()]);
+        let final_ok = || Seen::Ok(0, 0, FINAL, 3, String::new());
+        let one = || fields_msg(vec![param("x")], vec![row(&[Some("6")])]);
+        assert_eq!(
+            call(&[one(), end_msg(), ok_msg(0, 0, "")]),
+            vec![
+                x(),
+                Seen::Row(vec![Value::Int(6)]),
+                Seen::End(flagged, 0),
+                final_ok()
+            ]
+        );
+        // Rows in their own messages, as a long result streams.
+        assert_eq!(
+            call(&[
+                fields_msg(vec![param("x")], vec![]),
+                rows_msg(vec![row(&[Some("6")])]),
+                end_msg(),
+                ok_msg(0, 0, "")
+            ]),
+            vec![
+                x(),
+                Seen::Row(vec![Value::Int(6)]),
+                Seen::End(flagged, 0),
+                final_ok()
+            ]
+        );
+        // Another set follows: the procedure's own.
+        assert_eq!(
+            call(&[one(), end_msg(), one(), end_msg(), ok_msg(0, 0, "")]),
+            vec![
+                x(),
+                Seen::Row(vec![Value::Int(6)]),
+                Seen::End(more(), 0),
+                x(),
+                Seen::Row(vec![Value::Int(6)]),
+                Seen::End(flagged, 0),
+                final_ok()
+            ]
+        );
+        // Two rows, or none: the procedure's own.
+        let two = fields_msg(vec![param("x")], vec![row(&[Some("1")]), row(&[Some("2")])]);
+        assert_eq!(
+            call(&[two, end_msg(), ok_msg(0, 0, "")]),
+            vec![
+                x(),
+                Seen::Row(vec![Value::Int(1)]),
+                Seen::Row(vec![Value::Int(2)]),
+                Seen::End(more(), 0),
+                final_ok()
+            ]
+        );
+        let none = fields_msg(vec![param("x")], vec![]);
+        assert_eq!(
+            call(&[none, end_msg(), ok_msg(0, 0, "")]),
+            vec![x(), Seen::End(more(), 0), final_ok()]
+        );
     }
 
     #[test]

@@ -25,6 +25,12 @@ pub struct Execution {
 }
 
 impl Execution {
+    /// A single `CALL` of `routine`: see [`ResultWriter::in_call_of`].
+    pub fn in_call_of(mut self, routine: Option<Vec<u8>>) -> Self {
+        self.writer = self.writer.in_call_of(routine);
+        self
+    }
+
     /// Whether the connection would still be told about a transaction it
     /// was in when the statement started.
     pub fn was_in_transaction(&self) -> bool {

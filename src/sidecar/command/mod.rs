@@ -35,7 +35,7 @@ use crate::translate::errors::from_rpc_message;
 use crate::translate::results::RowFormat;
 use crate::translate::sql_text::{Charset, Dialect};
 use crate::translate::to_mysql;
-use crate::translate::{params, statement};
+use crate::translate::{out_params, params, statement};
 
 use super::budget::ConnectionBudget;
 use super::errors;
@@ -62,6 +62,13 @@ pub struct Execute {
     pub format: RowFormat,
     /// With a statement id: open a cursor on its first result set.
     pub cursor: Option<u32>,
+    /// Ask the gateway to run it as a prepared statement at the backend
+    /// (`ExecuteRequest.prepared`): where literals or text rows would
+    /// lose something (see `backend_prepare`).
+    pub prepared: bool,
+    /// A single `CALL` of this routine: its results' status flags are a
+    /// procedure's (`ResultWriter::in_call_of`).
+    pub call_of: Option<Vec<u8>>,
 }
 
 /// What a command needs done before its answer is complete.
@@ -315,6 +322,8 @@ impl<S> CommandPhase<S> {
                 binds: HashMap::new(),
                 format: RowFormat::Text,
                 cursor: None,
+                prepared: false,
+                call_of: None,
             }),
             Command::FieldList { table, .. } => Step::FieldList(quoted_statement(
                 &self.dialect(),
@@ -418,11 +427,15 @@ impl<S> CommandPhase<S> {
             .ok()
             .and_then(command::parse_kill)
             .filter(|kill| !kill.by_query_id);
+        let call_of = out_params::called_routine(&sql)
+            .filter(|_| !statement::is_multi_statement(&sql, &self.dialect()));
         let statement = Execute {
             sql,
             binds: HashMap::new(),
             format: RowFormat::Text,
             cursor: None,
+            prepared: false,
+            call_of,
         };
         match kill {
             Some(kill) => Step::KillOrExecute {
@@ -452,11 +465,16 @@ impl<S> CommandPhase<S> {
         // As in MySQL, the cursor flag on a statement without a result set
         // (or a CALL, whose prepare reports no columns) is ignored.
         let cursor = (cursor && stmt.columns > 0).then_some(id);
+        let call_of = out_params::called_routine(&stmt.sql);
+        let prepared =
+            statements::needs_backend_prepare(call_of.is_some(), stmt.float_columns, &binds);
         Step::Execute(Execute {
             sql: stmt.sql.clone(),
             binds,
             format: RowFormat::Binary,
             cursor,
+            prepared,
+            call_of,
         })
     }
 
@@ -515,7 +533,17 @@ impl<S> CommandPhase<S> {
             response::err(out, &errors::too_many_placeholders());
             return Next::Continue;
         };
-        let statement = match Prepared::new(&sql, params, prepared.fields.len(), &self.budget) {
+        let float_columns = prepared
+            .fields
+            .iter()
+            .any(|f| f.r#type == pb::Type::Float32 as i32);
+        let statement = match Prepared::new(
+            &sql,
+            params,
+            prepared.fields.len(),
+            float_columns,
+            &self.budget,
+        ) {
             Ok(statement) => statement,
             Err(e) => {
                 response::err(out, &e);

@@ -6,8 +6,10 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 
+use crate::api::pb::{BindVariable, Type};
 use crate::mysql::MysqlError;
 use crate::mysql::params::{ParamType, StatementParams};
+use crate::mysql::temporal::DateTime;
 use crate::sidecar::budget::{Charge, ConnectionBudget};
 
 /// What keeping a statement costs besides its text and parameter types:
@@ -24,6 +26,8 @@ pub struct Prepared {
     /// Columns of its result set (0: none), as the prepare reported them:
     /// only a statement with a result set opens a cursor.
     pub columns: usize,
+    /// Some result column is a FLOAT (see [`needs_backend_prepare`]).
+    pub float_columns: bool,
     /// Its memory, charged to the connection (given back when dropped).
     charge: Charge,
 }
@@ -45,6 +49,7 @@ impl Prepared {
         sql: &[u8],
         params: u16,
         columns: usize,
+        float_columns: bool,
         budget: &ConnectionBudget,
     ) -> Result<Self, MysqlError> {
         let mut charge = budget.charge();
@@ -55,6 +60,7 @@ impl Prepared {
             sql: Bytes::copy_from_slice(sql),
             params: StatementParams::new(params),
             columns,
+            float_columns,
             charge,
         })
     }
@@ -148,5 +154,75 @@ impl Statements {
 
     pub fn clear(&mut self) {
         self.by_id.clear();
+    }
+}
+
+/// Whether a COM_STMT_EXECUTE asks the gateway to run it as a prepared
+/// statement at the backend (`ExecuteRequest.prepared`), which costs a
+/// prepare there per execute: where literals and text rows would lose
+/// something. A `CALL` (its OUT arguments must be parameters), FLOAT
+/// columns (their text has ~6 digits), FLOAT and DOUBLE parameters (a
+/// literal is a DOUBLE of another length), DATETIME/TIMESTAMP/TIME ones
+/// (a parameter is nullable, a literal is not; zero and invalid dates),
+/// and a zero DATE, which no literal can say. Everything else is exact as
+/// literals and text.
+pub fn needs_backend_prepare(
+    is_call: bool,
+    float_columns: bool,
+    binds: &HashMap<String, BindVariable>,
+) -> bool {
+    let needs = |v: &BindVariable| match Type::try_from(v.r#type) {
+        Ok(Type::Float32 | Type::Float64 | Type::Datetime | Type::Timestamp | Type::Time) => true,
+        Ok(Type::Date) => DateTime::is_zero_in_date(&v.value),
+        _ => false,
+    };
+    is_call || float_columns || binds.values().any(needs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn binds(list: &[(Type, &str)]) -> HashMap<String, BindVariable> {
+        list.iter()
+            .enumerate()
+            .map(|(i, &(ty, value))| {
+                let var = BindVariable {
+                    r#type: ty as i32,
+                    value: Bytes::copy_from_slice(value.as_bytes()),
+                    values: Vec::new(),
+                };
+                (format!("v{}", i + 1), var)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn only_what_text_would_lose_is_prepared_at_the_backend() {
+        let exact = binds(&[
+            (Type::Int64, "1"),
+            (Type::Varchar, "x"),
+            (Type::Varbinary, "\0"),
+            (Type::Decimal, "1.5"),
+            (Type::Date, "2024-02-29"),
+            (Type::Date, "2023-02-29"),
+        ]);
+        assert!(!needs_backend_prepare(false, false, &exact));
+        assert!(needs_backend_prepare(true, false, &exact));
+        assert!(needs_backend_prepare(false, true, &exact));
+        for (ty, value) in [
+            (Type::Float32, "1e0"),
+            (Type::Float64, "1e0"),
+            (Type::Datetime, "2024-02-29 00:00:00"),
+            (Type::Timestamp, "2024-02-29 00:00:00"),
+            (Type::Time, "1:00:00"),
+            (Type::Date, "0000-00-00"),
+            (Type::Date, "2024-00-10"),
+        ] {
+            assert!(
+                needs_backend_prepare(false, false, &binds(&[(ty, value)])),
+                "{ty:?} {value}"
+            );
+        }
     }
 }

@@ -54,6 +54,8 @@ public class Matrix {
             check("switch_database", () -> switchDatabase(c));
             check("pool_reset_ping", Matrix::poolResetPing);
             check("cursor", Matrix::cursor);
+            check("procedure_out_params", () -> procedureOutParams(c));
+            check("prepared_exact_types", () -> preparedExactTypes(c));
         }
     }
 
@@ -372,6 +374,72 @@ public class Matrix {
             cs.setInt(1, 7);
             return results(cs, cs.execute());
         }
+    }
+
+    // OUT and INOUT parameters of a CallableStatement: MariaDB Connector/J
+    // prepares the CALL server-side and reads them from the result set
+    // flagged SERVER_PS_OUT_PARAMS (MySQL Connector/J reads them back
+    // through user variables).
+    static Object procedureOutParams(Connection c) throws SQLException {
+        String p = prefix + "_proc_out";
+        exec(c, "DROP PROCEDURE IF EXISTS " + p,
+                "CREATE PROCEDURE " + p + "(IN a INT, INOUT b VARCHAR(20), OUT c DECIMAL(10,2),"
+                        + " OUT d DATETIME(6), OUT f FLOAT, OUT g DOUBLE) BEGIN SELECT a AS a_in;"
+                        + " SET b = CONCAT(b, '!'); SET c = a / 4; SET d = '2024-02-29 13:14:15.5';"
+                        + " SET f = 1.2345678; SET g = 1e300 / 7; END");
+        try (CallableStatement cs = c.prepareCall("{call " + p + "(?, ?, ?, ?, ?, ?)}")) {
+            cs.setInt(1, 7);
+            cs.setString(2, "hi");
+            cs.registerOutParameter(2, Types.VARCHAR);
+            cs.registerOutParameter(3, Types.DECIMAL);
+            cs.registerOutParameter(4, Types.TIMESTAMP);
+            cs.registerOutParameter(5, Types.REAL);
+            cs.registerOutParameter(6, Types.DOUBLE);
+            Object results = results(cs, cs.execute());
+            return map("results", results, "b", cs.getString(2), "c", String.valueOf(cs.getBigDecimal(3)),
+                    "d", String.valueOf(cs.getTimestamp(4)), "f", cs.getFloat(5), "g", cs.getDouble(6));
+        }
+    }
+
+    // A FLOAT column read in the binary protocol, FLOAT and DOUBLE
+    // parameters, and temporal parameters with fractions echoed and
+    // stored: the values and the column types the server gives them.
+    static Object preparedExactTypes(Connection c) throws SQLException {
+        String t = prefix + "_exact";
+        exec(c, "DROP TABLE IF EXISTS " + t,
+                "CREATE TABLE " + t + " (id INT PRIMARY KEY, f FLOAT, d DOUBLE, dt DATETIME(6), tm TIME(6))",
+                "INSERT INTO " + t + " VALUES (1, 1.2345678, 0.1, NULL, NULL)");
+        Map<String, Object> out = new LinkedHashMap<>();
+        try (PreparedStatement ps = c.prepareStatement("SELECT f, d FROM " + t + " WHERE id = ?")) {
+            ps.setInt(1, 1);
+            try (ResultSet rs = ps.executeQuery()) {
+                out.put("float_column", resultSet(rs));
+            }
+        }
+        try (PreparedStatement ps = c.prepareStatement("SELECT ? AS f, ? AS d, ? AS dt, ? AS tm")) {
+            ps.setFloat(1, 9.876543f);
+            ps.setDouble(2, 1.0 / 3.0);
+            ps.setObject(3, java.time.LocalDateTime.parse("2024-02-29T13:14:15.123456"));
+            ps.setObject(4, java.time.LocalTime.parse("23:59:59.5"));
+            try (ResultSet rs = ps.executeQuery()) {
+                out.put("echo", resultSet(rs));
+            }
+        }
+        try (PreparedStatement ps = c.prepareStatement("INSERT INTO " + t + " VALUES (?, ?, ?, ?, ?)")) {
+            ps.setInt(1, 2);
+            ps.setFloat(2, 9.876543f);
+            ps.setDouble(3, 1.0 / 3.0);
+            ps.setObject(4, java.time.LocalDateTime.parse("1000-01-01T00:00:00.000001"));
+            ps.setObject(5, java.time.LocalTime.parse("00:00:00.000001"));
+            out.put("insert", ps.executeUpdate());
+        }
+        try (PreparedStatement ps = c.prepareStatement("SELECT * FROM " + t + " WHERE id = ?")) {
+            ps.setInt(1, 2);
+            try (ResultSet rs = ps.executeQuery()) {
+                out.put("stored", resultSet(rs));
+            }
+        }
+        return out;
     }
 
     static Object multiStatement() throws SQLException {

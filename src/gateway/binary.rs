@@ -1,0 +1,343 @@
+//! Statements that came from a MySQL prepared statement
+//! (`ExecuteRequest.prepared`, which our sidecar sets where the text
+//! protocol would lose something): run at the backend as a server-side
+//! prepared statement, in the binary protocol, so that
+//! - a `CALL p(?, ?)` gets its OUT and INOUT arguments as parameters,
+//!   which a literal cannot be (MariaDB refuses one with 1414), and the
+//!   server answers their values as a last result set;
+//! - parameters whose binary type mysql_async sends as the client did
+//!   (LONGLONG, FLOAT, DOUBLE, DATETIME, TIME, NULL) reach the server as
+//!   the values the client bound, typed as a server types them (`SELECT
+//!   ?` of a FLOAT is a FLOAT; zero dates, fractions, negative and long
+//!   times), not as literals;
+//! - rows come in the binary protocol and are written as text that reads
+//!   back as exactly the same values: a FLOAT as the shortest text of its
+//!   4-byte value, where MariaDB's text protocol prints about 6 digits.
+//!
+//! Every other bound value stays a literal ([`bind`]), as for any other
+//! request: a parameter's binary protocol type is not ours to choose
+//! (mysql_async sends bytes as VAR_STRING, where a client's BLOB
+//! parameter is binary), and a literal keeps it.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use mysql_async::consts::ColumnType;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Column, Conn, Value};
+
+use crate::api::pb::{BindVariable, Type};
+use crate::mysql::temporal::{DateTime, Time};
+use crate::translate::bind::{self, BindError};
+use crate::translate::rows::pack_row;
+use crate::translate::sql_text::Dialect;
+use crate::translate::statement::leading_keyword;
+
+use super::backend::{BackendError, Flow, JsonLookup, Outcome, ResultSink, Summary};
+
+/// The text to prepare at the backend and the values of its remaining
+/// `?`s: every argument of a `CALL` (any may be OUT), and temporal values
+/// of other statements; the rest are literals.
+pub fn statement<'a>(
+    sql: &'a [u8],
+    vars: &HashMap<String, BindVariable>,
+    dialect: &Dialect,
+    charset: &str,
+) -> Result<(Cow<'a, [u8]>, Vec<Value>), BindError> {
+    let is_call = leading_keyword(sql).is_some_and(|k| k.eq_ignore_ascii_case(b"CALL"));
+    let keep = |var: &BindVariable| match Type::try_from(var.r#type) {
+        Ok(Type::Tuple) | Err(_) => false,
+        // A zero DATE goes as a DATETIME: stored as the DATE would be,
+        // where a string is refused. Others are literals: `DATE'…'`, or an
+        // invalid date's string, refused in the same words as directly.
+        Ok(Type::Date) => is_call || DateTime::is_zero_in_date(&var.value),
+        Ok(ty) => is_call || same_type_as_parameter(ty),
+    };
+    let (sql, kept) = bind::substitute_keeping(sql, vars, dialect, charset, keep)?;
+    let values = kept
+        .into_iter()
+        .enumerate()
+        .map(|(i, var)| {
+            server_value(var).ok_or_else(|| BindError::Invalid {
+                name: format!("parameter {}", i + 1),
+                reason: format!("not a valid {:?} value", Type::try_from(var.r#type)),
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((sql, values))
+}
+
+/// Whether the parameter mysql_async sends for a variable of this type is
+/// the one the client sent (our sidecar's types say which it was): the
+/// server then types it as directly (`SELECT ?` answers a FLOAT for a
+/// FLOAT, a DATETIME for a zero DATETIME). mysql_async sends a LONGLONG,
+/// FLOAT, DOUBLE, DATETIME (for TIMESTAMP too, which the server reads the
+/// same), TIME or NULL; not a DATE, BLOB or DECIMAL, which stay literals.
+fn same_type_as_parameter(ty: Type) -> bool {
+    matches!(
+        ty,
+        Type::NullType
+            | Type::Int64
+            | Type::Uint64
+            | Type::Float32
+            | Type::Float64
+            | Type::Datetime
+            | Type::Timestamp
+            | Type::Time
+    )
+}
+
+/// A bind variable as the binary-protocol value of a parameter.
+fn server_value(var: &BindVariable) -> Option<Value> {
+    let text = || std::str::from_utf8(&var.value).ok();
+    Some(match Type::try_from(var.r#type).ok()? {
+        Type::NullType => Value::NULL,
+        Type::Int8 | Type::Int16 | Type::Int24 | Type::Int32 | Type::Int64 => {
+            Value::Int(text()?.parse().ok()?)
+        }
+        Type::Uint8 | Type::Uint16 | Type::Uint24 | Type::Uint32 | Type::Uint64 | Type::Year => {
+            Value::UInt(text()?.parse().ok()?)
+        }
+        // The text of the FLOAT's value as a double (exact).
+        Type::Float32 => Value::Float(text()?.parse::<f64>().ok()? as f32),
+        Type::Float64 => Value::Double(text()?.parse().ok()?),
+        Type::Date | Type::Datetime | Type::Timestamp => {
+            let d = DateTime::parse_text(&var.value)?;
+            Value::Date(d.year, d.month, d.day, d.hour, d.minute, d.second, d.micros)
+        }
+        Type::Time => {
+            let t = Time::parse_text(&var.value)?;
+            let days = u32::try_from(t.hours / 24).ok()?;
+            let hour = (t.hours % 24) as u8;
+            Value::Time(t.negative, days, hour, t.minute, t.second, t.micros)
+        }
+        _ => Value::Bytes(var.value.to_vec()),
+    })
+}
+
+/// Prepares `sql`, executes it with `params` and feeds every result set
+/// to `sink`, as [`super::backend::run`] does for the text protocol; the
+/// statement is closed at the backend whatever happened.
+pub async fn run<S: ResultSink>(
+    conn: &mut Conn,
+    json: JsonLookup<'_>,
+    sql: &[u8],
+    params: Vec<Value>,
+    sink: &mut S,
+) -> Result<Outcome, BackendError> {
+    let statement = conn.prep(sql).await?;
+    let outcome = execute(conn, json, &statement, params, sink).await;
+    match (outcome, conn.close(statement).await) {
+        (Err(e), _) => Err(e),
+        (Ok(_), Err(e)) => Err(e.into()),
+        (Ok(outcome), Ok(())) => Ok(outcome),
+    }
+}
+
+async fn execute<S: ResultSink>(
+    conn: &mut Conn,
+    json: JsonLookup<'_>,
+    statement: &mysql_async::Statement,
+    params: Vec<Value>,
+    sink: &mut S,
+) -> Result<Outcome, BackendError> {
+    let mut outcome = Outcome::default();
+    let params = if params.is_empty() {
+        mysql_async::Params::Empty
+    } else {
+        mysql_async::Params::Positional(params)
+    };
+    let mut result = conn.exec_iter(statement, params).await?;
+    let mut flow = Flow::Continue;
+    while let Some(columns) = result.columns() {
+        let mut summary = Summary::default();
+        if columns.is_empty() {
+            outcome.rows_affected = result.affected_rows();
+            outcome.insert_id = result.last_insert_id().unwrap_or(0);
+            outcome.info = result.info().into_owned();
+            summary.rows_affected = outcome.rows_affected;
+            summary.insert_id = outcome.insert_id;
+            summary.info = outcome.info.clone();
+        } else {
+            summary.ended_rows = true;
+            outcome.had_rows = true;
+            if flow == Flow::Continue {
+                flow = sink.fields(json.fields(&columns).await).await;
+            }
+        }
+        while let Some(row) = result.next().await? {
+            outcome.rows_read += 1;
+            if flow == Flow::Continue {
+                let cells: Vec<Option<Cow<[u8]>>> = (0..columns.len())
+                    .map(|i| row.as_ref(i).and_then(|v| cell(&columns[i], v)))
+                    .collect();
+                flow = sink.row(pack_row(cells.iter().map(|c| c.as_deref()))).await;
+            }
+        }
+        outcome.warnings = result.warnings();
+        sink.end(summary).await;
+    }
+    result.next().await?;
+    drop(result);
+    outcome.warnings = outcome.warnings.max(conn.get_warnings());
+    Ok(outcome)
+}
+
+/// A binary-protocol value as text that the sidecar turns back into the
+/// same binary value (`None`: NULL). Not MariaDB's text form where that
+/// loses bits: a FLOAT is the shortest text that reads back as its f32.
+fn cell<'v>(column: &Column, value: &'v Value) -> Option<Cow<'v, [u8]>> {
+    let text = |s: String| Some(Cow::Owned(s.into_bytes()));
+    match *value {
+        Value::NULL => None,
+        Value::Bytes(ref b) => Some(Cow::Borrowed(b)),
+        Value::Int(v) => text(v.to_string()),
+        Value::UInt(v) => text(v.to_string()),
+        Value::Float(v) => text(v.to_string()),
+        Value::Double(v) => text(v.to_string()),
+        Value::Date(year, month, day, hour, minute, second, micros) => {
+            let d = DateTime {
+                year,
+                month,
+                day,
+                hour,
+                minute,
+                second,
+                micros,
+            };
+            match column.column_type() {
+                ColumnType::MYSQL_TYPE_DATE | ColumnType::MYSQL_TYPE_NEWDATE => text(d.date_text()),
+                _ => text(d.datetime_text()),
+            }
+        }
+        Value::Time(negative, days, hour, minute, second, micros) => text(
+            Time {
+                negative,
+                hours: u64::from(days) * 24 + u64::from(hour),
+                minute,
+                second,
+                micros,
+            }
+            .text(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::translate::sql_text::Dialect;
+
+    fn var(ty: Type, text: &str) -> BindVariable {
+        BindVariable {
+            r#type: ty as i32,
+            value: bytes::Bytes::copy_from_slice(text.as_bytes()),
+            values: Vec::new(),
+        }
+    }
+
+    fn vars(list: &[(Type, &str)]) -> HashMap<String, BindVariable> {
+        list.iter()
+            .enumerate()
+            .map(|(i, &(ty, text))| (format!("v{}", i + 1), var(ty, text)))
+            .collect()
+    }
+
+    fn prepared(sql: &str, list: &[(Type, &str)]) -> (String, Vec<Value>) {
+        let vars = vars(list);
+        let (sql, values) =
+            statement(sql.as_bytes(), &vars, &Dialect::default(), "utf8mb4").unwrap();
+        (String::from_utf8(sql.into_owned()).unwrap(), values)
+    }
+
+    #[test]
+    fn every_argument_of_a_call_stays_a_parameter() {
+        let (sql, values) = prepared(
+            "/* c */ call p(?, ?, ?, ?)",
+            &[
+                (Type::Int64, "-7"),
+                (Type::NullType, ""),
+                (Type::Varchar, "x'y"),
+                (Type::Float64, "1.5e0"),
+            ],
+        );
+        assert_eq!(sql, "/* c */ call p(?, ?, ?, ?)");
+        assert_eq!(
+            values,
+            [
+                Value::Int(-7),
+                Value::NULL,
+                Value::Bytes(b"x'y".to_vec()),
+                Value::Double(1.5)
+            ]
+        );
+    }
+
+    #[test]
+    fn only_values_of_the_clients_type_stay_parameters_elsewhere() {
+        let (sql, values) = prepared(
+            "SELECT ?, ?, ?, ?, ?",
+            &[
+                (Type::Decimal, "1"),
+                (Type::Datetime, "0000-00-00 00:00:00"),
+                (Type::Time, "-838:59:59.000001"),
+                (Type::Date, "2024-02-29"),
+                (Type::Datetime, "2024-02-30 01:02:03.5"),
+            ],
+        );
+        assert_eq!(sql, "SELECT 1, ?, ?, DATE'2024-02-29', ?");
+        let (zero, zero_values) = prepared("SELECT ?", &[(Type::Date, "0000-00-00")]);
+        assert_eq!(zero, "SELECT ?");
+        assert_eq!(zero_values, [Value::Date(0, 0, 0, 0, 0, 0, 0)]);
+        assert_eq!(
+            values,
+            [
+                Value::Date(0, 0, 0, 0, 0, 0, 0),
+                Value::Time(true, 34, 22, 59, 59, 1),
+                Value::Date(2024, 2, 30, 1, 2, 3, 500_000),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_value_that_is_not_its_type_is_refused() {
+        let vars = vars(&[(Type::Int64, "1; DROP")]);
+        let e = statement(b"CALL p(?)", &vars, &Dialect::default(), "utf8mb4").unwrap_err();
+        assert_eq!(e.to_mysql().code, 1210);
+        let vars = vars_of_time("25:61:00");
+        assert!(statement(b"SELECT ?", &vars, &Dialect::default(), "utf8mb4").is_err());
+    }
+
+    fn vars_of_time(text: &str) -> HashMap<String, BindVariable> {
+        vars(&[(Type::Time, text)])
+    }
+
+    #[test]
+    fn binary_values_become_text_that_reads_back_the_same() {
+        let float = Column::new(ColumnType::MYSQL_TYPE_FLOAT);
+        for f in [0.1f32, 1.234_567_8, -3.402_823_5e38, 1e-45, -0.0] {
+            let value = Value::Float(f);
+            let text = cell(&float, &value).unwrap();
+            let back: f32 = std::str::from_utf8(&text).unwrap().parse().unwrap();
+            assert_eq!(back.to_bits(), f.to_bits(), "{f}");
+        }
+        let double = Column::new(ColumnType::MYSQL_TYPE_DOUBLE);
+        let value = Value::Double(0.1);
+        let text = cell(&double, &value).unwrap();
+        assert_eq!(&text[..], b"0.1");
+        let date = Column::new(ColumnType::MYSQL_TYPE_DATE);
+        let datetime = Column::new(ColumnType::MYSQL_TYPE_DATETIME);
+        let d = Value::Date(2024, 2, 29, 0, 0, 0, 0);
+        assert_eq!(&cell(&date, &d).unwrap()[..], b"2024-02-29");
+        assert_eq!(&cell(&datetime, &d).unwrap()[..], b"2024-02-29 00:00:00");
+        let d = Value::Date(1, 2, 3, 4, 5, 6, 7);
+        assert_eq!(
+            &cell(&datetime, &d).unwrap()[..],
+            b"0001-02-03 04:05:06.000007"
+        );
+        let time = Column::new(ColumnType::MYSQL_TYPE_TIME);
+        let t = Value::Time(true, 34, 22, 59, 59, 0);
+        assert_eq!(&cell(&time, &t).unwrap()[..], b"-838:59:59");
+        assert_eq!(cell(&time, &Value::NULL), None);
+    }
+}
