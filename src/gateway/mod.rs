@@ -12,6 +12,7 @@ mod json_columns;
 pub mod packet_limit;
 mod rpc;
 mod service;
+mod session_reads;
 mod session_state;
 pub(crate) mod sessions;
 mod stream;

@@ -17,6 +17,7 @@ use super::auth::Account;
 use super::backend::{self, BackendError, Flow, JsonLookup, Outcome, ResultSink, Summary};
 use super::json_columns::JsonColumns;
 use super::packet_limit::BackendPacket;
+use super::session_reads;
 use super::session_state;
 use super::sessions::{Lease, Refusal, Sessions};
 use super::stream::StreamSink;
@@ -424,7 +425,7 @@ impl Rpc {
                     status.is_some_and(|s| s.no_backslash_escapes == dialect.backslash_escapes);
                 if status.is_none()
                     || escapes_moved
-                    || !statement::keeps_session_variables(sql, dialect)
+                    || session_reads::may_change_followed(sql, dialect, outcome.had_rows)
                 {
                     self.refresh_session_state(lease).await;
                 }
@@ -437,13 +438,17 @@ impl Rpc {
                 state.warnings.clear();
                 // An error packet carries no status. Deadlocks and lock
                 // timeouts can roll a transaction back, a routine may have
-                // opened one before failing, and a multi-statement may have
-                // run a `USE`: ask, unless a failed data statement outside
-                // any transaction could have changed none of it.
+                // opened one before failing: a `COM_PING`'s OK packet tells,
+                // unless a failed data statement outside any transaction
+                // could have changed none of it. A multi-statement may
+                // have run a `USE` before the part that failed: ask.
                 let unchanged = state.autocommit
                     && !state.in_transaction
                     && statement::keeps_session_state(sql, dialect);
                 if !unchanged {
+                    self.status_after_error(lease).await;
+                }
+                if session_reads::may_change_followed(sql, dialect, false) {
                     self.refresh_session_state(lease).await;
                 }
                 Ran {
@@ -478,6 +483,31 @@ impl Rpc {
             Ok(Err(why)) => state.pin(why),
             Err(BackendError::Connection(_)) => state.conn = None,
             Err(BackendError::Sql(_)) => state.pin("session variables that could not be read back"),
+        }
+    }
+
+    /// The transaction and autocommit after a statement that failed, from
+    /// the status flags of a `COM_PING`'s OK packet: unlike a query, a
+    /// ping leaves the diagnostics area (the client's `SHOW WARNINGS`,
+    /// the row number of its next warning) and the statement counters as
+    /// they were.
+    async fn status_after_error(&self, lease: &mut Lease) {
+        use mysql_async::prelude::Queryable;
+        let state = &mut *lease.state;
+        let Some(conn) = state.conn.as_mut() else {
+            return;
+        };
+        match conn.ping().await {
+            Ok(()) => {
+                if let Some(status) = backend::ok_status(conn) {
+                    state.in_transaction = status.in_transaction;
+                    state.autocommit = status.autocommit;
+                }
+            }
+            Err(e) => {
+                warn!(error = ?e, "backend connection lost");
+                state.conn = None;
+            }
         }
     }
 
