@@ -220,11 +220,7 @@ END";
 /// `SHOW DATABASES` is part of some cases' output).
 async fn mtr_server() -> MariaDb {
     let db = MariaDb::start_with(Options {
-        server_args: MTR_SERVER_ARGS.iter().map(|a| a.to_string()).chain({
-            static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-            let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            ["--general-log=1".to_string(), format!("--general-log-file=/tmp/sess-general-{n}.log")]
-        }).collect(),
+        server_args: MTR_SERVER_ARGS.iter().map(|a| a.to_string()).collect(),
         ..Default::default()
     })
     .await;

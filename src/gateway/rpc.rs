@@ -375,7 +375,10 @@ impl Rpc {
             self.json_columns.clear();
         }
         let ran = self.session_after(lease, result, &sql, &dialect).await;
-        self.track_replayable(lease, &effect.sets).await;
+        match session_reads::set_names(&sql) {
+            Some(names) if ran.error.is_none() => names.record(&mut lease.state),
+            _ => self.track_replayable(lease, &effect.sets).await,
+        }
         ran
     }
 
@@ -423,10 +426,10 @@ impl Rpc {
                 }
                 let escapes_moved =
                     status.is_some_and(|s| s.no_backslash_escapes == dialect.backslash_escapes);
-                if status.is_none()
-                    || escapes_moved
-                    || session_reads::may_change_followed(sql, dialect, outcome.had_rows)
-                {
+                // `SET NAMES` is read from its text (`Rpc::run`).
+                let changed = session_reads::set_names(sql).is_none()
+                    && session_reads::may_change_followed(sql, dialect, outcome.had_rows);
+                if status.is_none() || escapes_moved || changed {
                     self.refresh_session_state(lease).await;
                 }
                 Ran {

@@ -15,6 +15,7 @@ use crate::translate::sql_text::Dialect;
 use crate::translate::statement::{self, leading_keyword};
 
 use super::session_state::{Token, Tokens, set_targets};
+use super::sessions::SessionState;
 
 /// Leading keywords of statements that change none of the followed
 /// variables (besides the data, transaction and schema statements of
@@ -80,8 +81,7 @@ pub fn may_change_followed(sql: &[u8], dialect: &Dialect, answered_rows: bool) -
     let keyword = keyword.to_ascii_uppercase();
     let mut tokens = Tokens::new(sql, dialect).skip(1);
     let second = tokens.next();
-    let second_is =
-        |word: &str| matches!(second, Some(Token::Word(w)) if w.eq_ignore_ascii_case(word.as_bytes()));
+    let second_is = |word: &str| matches!(second, Some(Token::Word(w)) if w.eq_ignore_ascii_case(word.as_bytes()));
     match &keyword[..] {
         // `BEGIN NOT ATOMIC … END` runs anything.
         b"BEGIN" if second_is("NOT") => true,
@@ -103,6 +103,118 @@ pub fn may_change_followed(sql: &[u8], dialect: &Dialect, answered_rows: bool) -
             matches!(t, Token::Word(w) if ROUTINES.iter().any(|r| w.eq_ignore_ascii_case(r.as_bytes())))
         }),
         k => !KEEP.iter().any(|keep| keep.as_bytes() == k),
+    }
+}
+
+/// What `SET NAMES 'charset' [COLLATE 'collation']` sets, read from its
+/// text (what a sidecar sends for a client's handshake collation), so that
+/// it needs no read back: `None` for any other statement, or names that
+/// are not plain words, or `utf8` and `DEFAULT`, whose meaning depends on
+/// the server.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Names {
+    /// The character set, lowercase: what `@@character_set_client` reads.
+    pub charset: String,
+    /// The collation, lowercase; `None`: the character set's default.
+    pub collation: Option<String>,
+}
+
+impl Names {
+    /// Records in the session what the statement set, as reading it back
+    /// would have: the character set it scans SQL text by and, for a
+    /// session that moves between gateways, the variables to replay
+    /// (`character_set_connection` without `collation_connection` sets
+    /// that character set's default collation, as `SET NAMES` did).
+    pub fn record(&self, state: &mut SessionState) {
+        state.charset = Some(self.charset.clone());
+        if state.pinned.is_some() {
+            return;
+        }
+        // Plain words: nothing to escape.
+        let quoted = |v: &str| format!("'{v}'");
+        for name in [
+            "character_set_client",
+            "character_set_connection",
+            "character_set_results",
+        ] {
+            state.replayed.insert(name.into(), quoted(&self.charset));
+        }
+        match &self.collation {
+            Some(c) => state
+                .replayed
+                .insert("collation_connection".into(), quoted(c)),
+            None => state.replayed.remove("collation_connection"),
+        };
+    }
+}
+
+pub fn set_names(sql: &[u8]) -> Option<Names> {
+    let mut words = NameWords { sql, at: 0 };
+    let keyword = |word: Option<&[u8]>, expected: &str| {
+        word.is_some_and(|w| w.eq_ignore_ascii_case(expected.as_bytes()))
+    };
+    if !keyword(words.next(false), "SET") || !keyword(words.next(false), "NAMES") {
+        return None;
+    }
+    let charset = words.next(true)?.to_ascii_lowercase();
+    let collation = match words.next(false) {
+        None => None,
+        Some(w) if w.eq_ignore_ascii_case(b"COLLATE") => {
+            Some(words.next(true)?.to_ascii_lowercase())
+        }
+        Some(_) => return None,
+    };
+    if words.next(false).is_some() || !words.sql[words.at..].trim_ascii().is_empty() {
+        return None;
+    }
+    if charset == b"utf8" || charset == b"default" {
+        return None;
+    }
+    let text = |bytes: Vec<u8>| String::from_utf8(bytes).ok();
+    Some(Names {
+        charset: text(charset)?,
+        collation: match collation {
+            Some(c) => Some(text(c)?),
+            None => None,
+        },
+    })
+}
+
+/// Plain words (ASCII letters, digits, `_`), optionally quoted, separated
+/// by ASCII spaces: anything else ends the scan.
+struct NameWords<'a> {
+    sql: &'a [u8],
+    at: usize,
+}
+
+impl<'a> NameWords<'a> {
+    fn next(&mut self, may_quote: bool) -> Option<&'a [u8]> {
+        let rest = &self.sql[self.at..];
+        let start = rest.len() - rest.trim_ascii_start().len();
+        let rest = &rest[start..];
+        let quote = rest
+            .first()
+            .filter(|&&q| may_quote && matches!(q, b'\'' | b'"' | b'`'))
+            .copied();
+        let body = &rest[usize::from(quote.is_some())..];
+        let len = body
+            .iter()
+            .position(|&b| !(b.is_ascii_alphanumeric() || b == b'_'))
+            .unwrap_or(body.len());
+        if len == 0 {
+            return None;
+        }
+        let mut end = usize::from(quote.is_some()) + len;
+        if let Some(q) = quote {
+            if rest.get(end) != Some(&q) {
+                return None;
+            }
+            end += 1;
+        } else if rest.get(end).is_some_and(|b| !b.is_ascii_whitespace()) {
+            return None;
+        }
+        self.at += start + end;
+        Some(&body[..len])
     }
 }
 
@@ -174,8 +286,45 @@ mod tests {
         let d = Dialect::default();
         assert!(!may_change_followed(b"EXECUTE s", &d, true));
         assert!(may_change_followed(b"EXECUTE s", &d, false));
-        assert!(may_change_followed(b"execute immediate 'set sql_mode = 1'", &d, false));
+        assert!(may_change_followed(
+            b"execute immediate 'set sql_mode = 1'",
+            &d,
+            false
+        ));
         // Rows say nothing about a multi-statement's other parts.
         assert!(may_change_followed(b"EXECUTE s; USE test", &d, true));
+    }
+
+    #[test]
+    fn set_names_is_read_from_its_text() {
+        let names = |sql: &str| set_names(sql.as_bytes());
+        assert_eq!(
+            names("SET NAMES 'latin1' COLLATE 'latin1_swedish_ci'"),
+            Some(Names {
+                charset: "latin1".into(),
+                collation: Some("latin1_swedish_ci".into())
+            })
+        );
+        assert_eq!(
+            names("  set names GBK "),
+            Some(Names {
+                charset: "gbk".into(),
+                collation: None
+            })
+        );
+        for other in [
+            "SET NAMES utf8",
+            "SET NAMES DEFAULT",
+            "SET NAMES 'latin1' COLLATE 'latin1_bin', sql_mode = ''",
+            "SET NAMES 'latin1",
+            "SET NAMES latin1; USE x",
+            "SET NAMES 'lat\\'in1'",
+            "SET NAMES _utf8mb4'latin1'",
+            "SET NAMES latin1 COLLATE",
+            "SET CHARACTER SET latin1",
+            "SET NAMES",
+        ] {
+            assert_eq!(names(other), None, "{other}");
+        }
     }
 }
