@@ -7,6 +7,7 @@
 mod auth;
 mod backend;
 mod backend_tls;
+mod fresh_connections;
 mod health;
 mod json_columns;
 pub mod packet_limit;
@@ -100,6 +101,7 @@ impl Gateway {
                 connect_timeout: config.backend.connect_timeout,
                 json_columns: Default::default(),
                 backend_packet: Default::default(),
+                fresh: Default::default(),
             },
             in_flight: service::in_flight_gauge(),
             request_body_timeout: config.timeouts.request_body,

@@ -15,6 +15,7 @@ use crate::translate::{bind, statement};
 
 use super::auth::Account;
 use super::backend::{self, BackendError, Flow, JsonLookup, Outcome, ResultSink, Summary};
+use super::fresh_connections::{self, FreshConnections};
 use super::json_columns::JsonColumns;
 use super::packet_limit::BackendPacket;
 use super::session_reads;
@@ -32,6 +33,8 @@ pub struct Rpc {
     pub json_columns: JsonColumns,
     /// The backend's max_allowed_packet, once learned.
     pub backend_packet: BackendPacket,
+    /// Which pooled connections a new session must not get as they are.
+    pub fresh: FreshConnections,
 }
 
 /// What one statement produced, besides what went to the sink.
@@ -375,6 +378,12 @@ impl Rpc {
             self.json_columns.clear();
         }
         let ran = self.session_after(lease, result, &sql, &dialect).await;
+        if fresh_connections::may_set_globals(&sql, &dialect)
+            && let Some(conn) = lease.state.conn.as_ref()
+            && let Err(e) = self.fresh.globals_changed(conn).await
+        {
+            warn!(error = ?e, "could not open a connection after SET GLOBAL: older ones stay in use");
+        }
         match session_reads::set_names(&sql) {
             Some(names) if ran.error.is_none() => names.record(&mut lease.state),
             _ => self.track_replayable(lease, &effect.sets).await,
@@ -526,6 +535,9 @@ impl Rpc {
         };
         match backend::session_facts(conn).await {
             Ok(facts) => {
+                if facts.database.is_some() {
+                    self.fresh.moved(conn);
+                }
                 state.in_transaction = facts.in_transaction;
                 state.autocommit = facts.autocommit;
                 state.target = facts.database;
@@ -548,14 +560,22 @@ impl Rpc {
         let state = &mut *lease.state;
         if state.conn.is_none() {
             let pool = account.pool_for(state.client_found_rows);
-            let mut conn = tokio::time::timeout(self.connect_timeout, pool.get_conn())
+            let mut conn = tokio::time::timeout(self.connect_timeout, self.fresh_conn(pool))
                 .await
                 .map_err(|_| MysqlError {
                     code: 2013,
                     state: "HY000".into(),
                     message: "timed out waiting for a backend connection".into(),
                 })?
-                .map_err(|e| BackendError::from(e).to_mysql())?;
+                .map_err(|e| e.to_mysql())?;
+            // A session without a database finds none, as on a fresh
+            // connection (with one, it is selected below).
+            if self.fresh.take_moved(&conn) && state.target.is_none() && account.database.is_none()
+            {
+                conn.change_user(Default::default())
+                    .await
+                    .map_err(|e| BackendError::from(e).to_mysql())?;
+            }
             // A pooled connection has the pool's character set and the
             // server's default mode, whatever the last one had.
             state.charset = None;
@@ -563,7 +583,7 @@ impl Rpc {
             state.wait_timeout = None;
             if let Some(target) = &state.target {
                 match backend::select_database(&mut conn, target).await {
-                    Ok(()) => {}
+                    Ok(()) => self.fresh.moved(&conn),
                     // Unknown database, or no grant: the request fails
                     // without running, the session goes on in the
                     // account's default database (as after a failed
@@ -596,6 +616,18 @@ impl Rpc {
             state.conn = Some(conn);
         }
         Ok(state.conn.as_mut().expect("set above"))
+    }
+
+    /// A pooled connection opened after the last `SET GLOBAL` (older ones
+    /// are closed as they come up).
+    async fn fresh_conn(&self, pool: &mysql_async::Pool) -> Result<mysql_async::Conn, BackendError> {
+        loop {
+            let conn = pool.get_conn().await?;
+            if !self.fresh.is_stale(&conn) {
+                return Ok(conn);
+            }
+            tokio::spawn(conn.disconnect());
+        }
     }
 
     /// Ends a request: a session whose connection broke is discarded (and

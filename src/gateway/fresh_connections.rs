@@ -1,0 +1,149 @@
+//! A new session must look like a fresh backend connection, though it
+//! gets a pooled one (no backend handshake on the request path).
+//!
+//! A pooled connection differs from a fresh one in two ways that
+//! `COM_RESET_CONNECTION` (the pool's reset when a session gives it back)
+//! leaves alone:
+//!
+//! - its session variables were copied from the globals when it was
+//!   opened: after a `SET GLOBAL max_allowed_packet`, a fresh connection
+//!   reads the new value, an older one the old. A `SET GLOBAL` through the
+//!   gateway marks every connection opened before it as stale (by thread
+//!   id: the server numbers connections in the order they are opened), and
+//!   a stale connection is closed instead of given to a session;
+//! - it keeps its default database: a client that connects without one
+//!   must find none, not the last session's. A connection a session left
+//!   in a database is remembered, and given to a session without one only
+//!   after `COM_CHANGE_USER` (which clears it) — accounts with a default
+//!   database have it set again by the pool's reset.
+//!
+//! Neither costs a round trip on the common connect path: a thread id
+//! compare and a set lookup.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use mysql_async::Conn;
+
+use super::backend::BackendError;
+use crate::translate::sql_text::Dialect;
+use crate::translate::statement::{is_multi_statement, leading_keyword};
+
+use super::session_state::{Token, Tokens};
+
+/// How many connections left in a database are remembered; beyond it the
+/// oldest (lowest thread ids: most likely closed since) are forgotten.
+const MAX_MOVED: usize = 10_000;
+
+#[derive(Default)]
+pub struct FreshConnections {
+    /// Connections with a thread id up to this one were opened before the
+    /// last `SET GLOBAL` through this gateway.
+    stale_up_to: AtomicU32,
+    /// Thread ids of connections a session left in a database.
+    moved: Mutex<BTreeSet<u32>>,
+}
+
+impl FreshConnections {
+    /// Whether `conn` was opened before the last `SET GLOBAL`.
+    pub fn is_stale(&self, conn: &Conn) -> bool {
+        conn.id() <= self.stale_up_to.load(Ordering::Acquire)
+    }
+
+    /// After a statement that set global variables: every connection
+    /// opened so far is stale. A new connection (with `conn`'s options)
+    /// tells the highest thread id the server has given out.
+    pub async fn globals_changed(&self, conn: &Conn) -> Result<(), BackendError> {
+        let probe = Conn::new(conn.opts().clone()).await?;
+        self.stale_up_to.fetch_max(probe.id(), Ordering::AcqRel);
+        // Closed in the background: the statement's answer need not wait.
+        tokio::spawn(probe.disconnect());
+        Ok(())
+    }
+
+    /// `conn` has a default database selected by a session.
+    pub fn moved(&self, conn: &Conn) {
+        remember(&mut self.moved.lock().expect("not poisoned"), conn.id());
+    }
+
+    /// Whether a session left `conn` in a database (forgotten now: the
+    /// caller clears it or selects another).
+    pub fn take_moved(&self, conn: &Conn) -> bool {
+        self.moved.lock().expect("not poisoned").remove(&conn.id())
+    }
+}
+
+fn remember(moved: &mut BTreeSet<u32>, id: u32) {
+    moved.insert(id);
+    while moved.len() > MAX_MOVED {
+        moved.pop_first();
+    }
+}
+
+/// True if `sql` may set a global variable (`SET GLOBAL`, `SET
+/// @@global.`): a `SET`, multi-statement or compound statement that names
+/// `GLOBAL`. A `SET GLOBAL` inside a procedure or a prepared statement is
+/// not seen.
+pub fn may_set_globals(sql: &[u8], dialect: &Dialect) -> bool {
+    let Some(keyword) = leading_keyword(sql) else {
+        return true;
+    };
+    let scanned = ["SET", "BEGIN", "IF", "CASE", "LOOP", "WHILE", "REPEAT", "FOR"]
+        .iter()
+        .any(|k| keyword.eq_ignore_ascii_case(k.as_bytes()))
+        || is_multi_statement(sql, dialect);
+    let mut after_at = false;
+    scanned
+        && Tokens::new(sql, dialect).any(|t| {
+            let global = match t {
+                // `@global` is a user variable.
+                Token::Word(w) => !after_at && w.eq_ignore_ascii_case(b"GLOBAL"),
+                Token::SystemVariable(v) => v
+                    .get(..7)
+                    .is_some_and(|p| p.eq_ignore_ascii_case(b"global.")),
+                _ => false,
+            };
+            after_at = t == Token::UserVariable;
+            global
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_that_set_globals_are_found() {
+        let d = Dialect::default();
+        for sql in [
+            "SET GLOBAL max_allowed_packet = 2048",
+            "set @@global.net_buffer_length=1024",
+            "SET @@GLOBAL.max_allowed_packet = 4096, sql_mode = ''",
+            "SELECT 1; SET GLOBAL x = 1",
+            "/*!40101 SET GLOBAL x = 1 */",
+        ] {
+            assert!(may_set_globals(sql.as_bytes(), &d), "{sql}");
+        }
+        for sql in [
+            "SET SESSION max_allowed_packet = 2048",
+            "SET @global = 1",
+            "SELECT @@global.max_allowed_packet",
+            "SELECT 'SET GLOBAL x = 1'",
+            "INSERT INTO t VALUES ('global')",
+            "SET x = 'GLOBAL'",
+        ] {
+            assert!(!may_set_globals(sql.as_bytes(), &d), "{sql}");
+        }
+    }
+
+    #[test]
+    fn the_oldest_moved_connections_are_forgotten_first() {
+        let mut moved = BTreeSet::new();
+        for id in (0..MAX_MOVED as u32 + 5).rev() {
+            remember(&mut moved, id);
+        }
+        assert_eq!(moved.len(), MAX_MOVED);
+        assert_eq!(moved.first(), Some(&5));
+    }
+}
