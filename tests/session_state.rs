@@ -157,13 +157,19 @@ async fn a_ping_leaves_warnings_and_counters_alone() {
     direct.ping().await.unwrap();
     let status = direct.last_ok_packet().map(|ok| ok.status_flags());
     assert!(
-        status.is_some_and(|s| s.contains(mysql_common::constants::StatusFlags::SERVER_STATUS_IN_TRANS)),
+        status.is_some_and(
+            |s| s.contains(mysql_common::constants::StatusFlags::SERVER_STATUS_IN_TRANS)
+        ),
         "the ping's OK packet tells the open transaction: {status:?}"
     );
     let after = warnings(&mut direct).await;
     assert_eq!(after.len(), 1, "the SELECT's truncation warning: {after:?}");
     assert_eq!(after[0].1, 1292);
-    assert_eq!(com_select(&mut direct).await - selects, 1, "the client's SELECT only");
+    assert_eq!(
+        com_select(&mut direct).await - selects,
+        1,
+        "the client's SELECT only"
+    );
 }
 
 /// Statements that cannot change the session's database, character set,

@@ -89,9 +89,11 @@ pub fn may_set_globals(sql: &[u8], dialect: &Dialect) -> bool {
     let Some(keyword) = leading_keyword(sql) else {
         return true;
     };
-    let scanned = ["SET", "BEGIN", "IF", "CASE", "LOOP", "WHILE", "REPEAT", "FOR"]
-        .iter()
-        .any(|k| keyword.eq_ignore_ascii_case(k.as_bytes()))
+    let scanned = [
+        "SET", "BEGIN", "IF", "CASE", "LOOP", "WHILE", "REPEAT", "FOR",
+    ]
+    .iter()
+    .any(|k| keyword.eq_ignore_ascii_case(k.as_bytes()))
         || is_multi_statement(sql, dialect);
     let mut after_at = false;
     scanned

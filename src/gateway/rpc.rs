@@ -620,7 +620,10 @@ impl Rpc {
 
     /// A pooled connection opened after the last `SET GLOBAL` (older ones
     /// are closed as they come up).
-    async fn fresh_conn(&self, pool: &mysql_async::Pool) -> Result<mysql_async::Conn, BackendError> {
+    async fn fresh_conn(
+        &self,
+        pool: &mysql_async::Pool,
+    ) -> Result<mysql_async::Conn, BackendError> {
         loop {
             let conn = pool.get_conn().await?;
             if !self.fresh.is_stale(&conn) {
