@@ -53,13 +53,12 @@ impl FreshConnections {
 
     /// After a statement that set global variables: every connection
     /// opened so far is stale. A new connection (with `conn`'s options)
-    /// tells the highest thread id the server has given out.
-    pub async fn globals_changed(&self, conn: &Conn) -> Result<(), BackendError> {
+    /// tells the highest thread id the server has given out; it is
+    /// returned, to read the new globals from (the caller closes it).
+    pub async fn globals_changed(&self, conn: &Conn) -> Result<Conn, BackendError> {
         let probe = Conn::new(conn.opts().clone()).await?;
         self.stale_up_to.fetch_max(probe.id(), Ordering::AcqRel);
-        // Closed in the background: the statement's answer need not wait.
-        tokio::spawn(probe.disconnect());
-        Ok(())
+        Ok(probe)
     }
 
     /// `conn` has a default database selected by a session.

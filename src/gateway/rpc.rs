@@ -380,9 +380,17 @@ impl Rpc {
         let ran = self.session_after(lease, result, &sql, &dialect).await;
         if fresh_connections::may_set_globals(&sql, &dialect)
             && let Some(conn) = lease.state.conn.as_ref()
-            && let Err(e) = self.fresh.globals_changed(conn).await
         {
-            warn!(error = ?e, "could not open a connection after SET GLOBAL: older ones stay in use");
+            match self.fresh.globals_changed(conn).await {
+                Ok(mut probe) => {
+                    // The gateway's own limit follows `max_allowed_packet`.
+                    self.backend_packet.query(&mut probe).await;
+                    tokio::spawn(probe.disconnect());
+                }
+                Err(e) => {
+                    warn!(error = ?e, "could not open a connection after SET GLOBAL: older ones stay in use")
+                }
+            }
         }
         match session_reads::set_names(&sql) {
             Some(names) if ran.error.is_none() => names.record(&mut lease.state),
