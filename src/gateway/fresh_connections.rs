@@ -22,7 +22,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use mysql_async::Conn;
 
@@ -43,6 +43,9 @@ pub struct FreshConnections {
     stale_up_to: AtomicU32,
     /// Thread ids of connections a session left in a database.
     moved: Mutex<BTreeSet<u32>>,
+    /// The backend answered `COM_CHANGE_USER` with an error (vtgate does
+    /// not implement it).
+    no_change_user: AtomicBool,
 }
 
 impl FreshConnections {
@@ -64,6 +67,15 @@ impl FreshConnections {
     /// `conn` has a default database selected by a session.
     pub fn moved(&self, conn: &Conn) {
         remember(&mut self.moved.lock().expect("not poisoned"), conn.id());
+    }
+
+    /// Whether `COM_CHANGE_USER` may clear a connection's database.
+    pub fn change_user_works(&self) -> bool {
+        !self.no_change_user.load(Ordering::Relaxed)
+    }
+
+    pub fn change_user_refused(&self) {
+        self.no_change_user.store(true, Ordering::Relaxed);
     }
 
     /// Whether a session left `conn` in a database (forgotten now: the

@@ -568,22 +568,18 @@ impl Rpc {
         let state = &mut *lease.state;
         if state.conn.is_none() {
             let pool = account.pool_for(state.client_found_rows);
-            let mut conn = tokio::time::timeout(self.connect_timeout, self.fresh_conn(pool))
-                .await
-                .map_err(|_| MysqlError {
-                    code: 2013,
-                    state: "HY000".into(),
-                    message: "timed out waiting for a backend connection".into(),
-                })?
-                .map_err(|e| e.to_mysql())?;
             // A session without a database finds none, as on a fresh
             // connection (with one, it is selected below).
-            if self.fresh.take_moved(&conn) && state.target.is_none() && account.database.is_none()
-            {
-                conn.change_user(Default::default())
+            let clear_database = state.target.is_none() && account.database.is_none();
+            let mut conn =
+                tokio::time::timeout(self.connect_timeout, self.fresh_conn(pool, clear_database))
                     .await
-                    .map_err(|e| BackendError::from(e).to_mysql())?;
-            }
+                    .map_err(|_| MysqlError {
+                        code: 2013,
+                        state: "HY000".into(),
+                        message: "timed out waiting for a backend connection".into(),
+                    })?
+                    .map_err(|e| e.to_mysql())?;
             // A pooled connection has the pool's character set and the
             // server's default mode, whatever the last one had.
             state.charset = None;
@@ -627,15 +623,36 @@ impl Rpc {
     }
 
     /// A pooled connection opened after the last `SET GLOBAL` (older ones
-    /// are closed as they come up).
+    /// are closed as they come up) and, with `clear_database`, without a
+    /// default database (`COM_CHANGE_USER` clears one a session left; a
+    /// backend that refuses it, as vtgate does, gets such connections
+    /// closed instead).
     async fn fresh_conn(
         &self,
         pool: &mysql_async::Pool,
+        clear_database: bool,
     ) -> Result<mysql_async::Conn, BackendError> {
         loop {
-            let conn = pool.get_conn().await?;
-            if !self.fresh.is_stale(&conn) {
+            let mut conn = pool.get_conn().await?;
+            if self.fresh.is_stale(&conn) {
+                tokio::spawn(conn.disconnect());
+                continue;
+            }
+            if !(self.fresh.take_moved(&conn) && clear_database) {
                 return Ok(conn);
+            }
+            if self.fresh.change_user_works() {
+                match conn.change_user(Default::default()).await {
+                    Ok(()) => return Ok(conn),
+                    Err(mysql_async::Error::Server(e)) => {
+                        warn!(
+                            code = e.code,
+                            "the backend refuses COM_CHANGE_USER: connections left in a database are closed instead"
+                        );
+                        self.fresh.change_user_refused();
+                    }
+                    Err(e) => return Err(e.into()),
+                }
             }
             tokio::spawn(conn.disconnect());
         }
