@@ -17,8 +17,12 @@
 //!   after `COM_CHANGE_USER` (which clears it) — accounts with a default
 //!   database have it set again by the pool's reset.
 //!
-//! Neither costs a round trip on the common connect path: a thread id
-//! compare and a set lookup.
+//! And a connection no session has had yet (warmed, or opened since) is
+//! reset once before its first session: the driver's connect-time `SELECT
+//! @@wait_timeout` would show in the session's `Com_select`.
+//!
+//! None of it costs a round trip on the common connect path (a reused
+//! connection): a thread id compare and two set lookups.
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -32,8 +36,9 @@ use crate::translate::statement::{is_multi_statement, leading_keyword};
 
 use super::session_state::{Token, Tokens};
 
-/// How many connections left in a database are remembered; beyond it the
-/// oldest (lowest thread ids: most likely closed since) are forgotten.
+/// How many connections are remembered (left in a database, or had by a
+/// session); beyond it the oldest (lowest thread ids: most likely closed
+/// since) are forgotten.
 const MAX_MOVED: usize = 10_000;
 
 #[derive(Default)]
@@ -43,6 +48,10 @@ pub struct FreshConnections {
     stale_up_to: AtomicU32,
     /// Thread ids of connections a session left in a database.
     moved: Mutex<BTreeSet<u32>>,
+    /// Thread ids of connections sessions have had (the others are new:
+    /// their statement counters show the driver's own connect-time
+    /// `SELECT @@wait_timeout`).
+    known: Mutex<BTreeSet<u32>>,
     /// The backend answered `COM_CHANGE_USER` with an error (vtgate does
     /// not implement it).
     no_change_user: AtomicBool,
@@ -69,6 +78,11 @@ impl FreshConnections {
         remember(&mut self.moved.lock().expect("not poisoned"), conn.id());
     }
 
+    /// Whether no session has had `conn` before (remembered from now on).
+    pub fn first_use(&self, conn: &Conn) -> bool {
+        remember(&mut self.known.lock().expect("not poisoned"), conn.id())
+    }
+
     /// Whether `COM_CHANGE_USER` may clear a connection's database.
     pub fn change_user_works(&self) -> bool {
         !self.no_change_user.load(Ordering::Relaxed)
@@ -85,11 +99,14 @@ impl FreshConnections {
     }
 }
 
-fn remember(moved: &mut BTreeSet<u32>, id: u32) {
-    moved.insert(id);
-    while moved.len() > MAX_MOVED {
-        moved.pop_first();
+/// Adds `id` (whether it was new), forgetting the lowest ids beyond
+/// [`MAX_MOVED`].
+fn remember(ids: &mut BTreeSet<u32>, id: u32) -> bool {
+    let new = ids.insert(id);
+    while ids.len() > MAX_MOVED {
+        ids.pop_first();
     }
+    new
 }
 
 /// True if `sql` may set a global variable (`SET GLOBAL`, `SET

@@ -638,6 +638,9 @@ impl Rpc {
                 tokio::spawn(conn.disconnect());
                 continue;
             }
+            if self.fresh.first_use(&conn) {
+                conn.reset().await?;
+            }
             if !(self.fresh.take_moved(&conn) && clear_database) {
                 return Ok(conn);
             }
