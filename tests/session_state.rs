@@ -112,3 +112,187 @@ async fn com_select(conn: &mut Conn) -> u64 {
         .unwrap();
     row.unwrap().1
 }
+
+/// A statement that fails leaves no status flags: the gateway takes the
+/// transaction from a `COM_PING`'s OK packet, not from a query of its own,
+/// so the row number of the next error is MariaDB's own (`sp-vars`: a
+/// second failed `CALL` said "at row 1" through the sidecar).
+#[tokio::test]
+async fn errors_after_a_failed_call_number_rows_as_directly() {
+    let chain = Chain::start().await;
+    let mut direct = chain.direct().await;
+    direct
+        .query_drop("CREATE PROCEDURE session_state_f(x CHAR(3)) BEGIN SELECT x; END")
+        .await
+        .unwrap();
+    let mut via = chain.client().await;
+    let mut seen = Vec::new();
+    for conn in [&mut via, &mut direct] {
+        conn.query_drop("SET sql_mode = 'STRICT_ALL_TABLES'")
+            .await
+            .unwrap();
+        let mut errors = Vec::new();
+        for _ in 0..2 {
+            match conn.query_drop("CALL session_state_f('abcdef')").await {
+                Err(mysql_async::Error::Server(e)) => errors.push((e.code, e.message)),
+                other => panic!("CALL with a too long argument: {other:?}"),
+            }
+        }
+        seen.push(errors);
+    }
+    assert_eq!(seen[1][1].0, 1406, "directly: data too long, {:?}", seen[1]);
+    assert_eq!(seen[0], seen[1], "through the sidecar");
+}
+
+/// What the gateway relies on after an error: `COM_PING` answers the
+/// session's status flags and leaves the diagnostics area (`SHOW
+/// WARNINGS`) and `Com_select` as they were.
+#[tokio::test]
+async fn a_ping_leaves_warnings_and_counters_alone() {
+    let chain = Chain::start().await;
+    let mut direct = chain.direct().await;
+    direct.query_drop("BEGIN").await.unwrap();
+    let selects = com_select(&mut direct).await;
+    let _: Vec<i64> = direct.query("SELECT CAST('1x' AS SIGNED)").await.unwrap();
+    direct.ping().await.unwrap();
+    let status = direct.last_ok_packet().map(|ok| ok.status_flags());
+    assert!(
+        status.is_some_and(
+            |s| s.contains(mysql_common::constants::StatusFlags::SERVER_STATUS_IN_TRANS)
+        ),
+        "the ping's OK packet tells the open transaction: {status:?}"
+    );
+    let after = warnings(&mut direct).await;
+    assert_eq!(after.len(), 1, "the SELECT's truncation warning: {after:?}");
+    assert_eq!(after[0].1, 1292);
+    assert_eq!(
+        com_select(&mut direct).await - selects,
+        1,
+        "the client's SELECT only"
+    );
+}
+
+/// Statements that cannot change the session's database, character set,
+/// `sql_mode` or `wait_timeout` are followed by no query of the
+/// gateway's: `Com_select` counts the same as directly, and the optimizer
+/// trace shows the client's statement (`range_notembedded`,
+/// `reset_connection`). `SET NAMES` is read from its text.
+#[tokio::test]
+async fn statements_that_keep_the_session_run_no_query_of_the_gateways() {
+    let chain = Chain::start().await;
+    let mut direct = chain.direct().await;
+    direct
+        .query_drop("CREATE TABLE session_state_k (a INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    let mut via = chain.client().await;
+    let mut answers = Vec::new();
+    for (n, conn) in [&mut via, &mut direct].into_iter().enumerate() {
+        let before = com_select(conn).await;
+        for sql in [
+            "SET optimizer_trace = 1, @@session.optimizer_use_condition_selectivity = 4",
+            &format!("CREATE PROCEDURE session_state_k{n}() BEGIN SELECT 1; SELECT 2; END"),
+            &format!("DROP PROCEDURE session_state_k{n}"),
+            "SET NAMES 'latin1' COLLATE 'latin1_swedish_ci'",
+            "PREPARE s FROM 'SELECT a FROM session_state_k WHERE a > 1'",
+            "ANALYZE TABLE session_state_k",
+        ] {
+            conn.query_drop(sql).await.unwrap();
+        }
+        conn.query_drop("EXECUTE s").await.unwrap();
+        let selects = com_select(conn).await - before;
+        let trace: Option<String> = conn
+            .query_first("SELECT QUERY FROM information_schema.OPTIMIZER_TRACE")
+            .await
+            .unwrap();
+        let charset: Option<(String, String)> = conn
+            .query_first("SELECT @@character_set_client, @@collation_connection")
+            .await
+            .unwrap();
+        answers.push((selects, trace, charset));
+    }
+    assert_eq!(answers[1].0, 1, "directly: the prepared SELECT");
+    assert_eq!(answers[0], answers[1], "through the sidecar");
+}
+
+/// A new session reads the global values of the moment it connects, as a
+/// fresh backend connection does, though it gets a pooled one opened
+/// before a `SET GLOBAL` (`cast`, `func_json`: `max_allowed_packet`).
+#[tokio::test]
+async fn a_new_session_reads_the_globals_set_before_it() {
+    // Granted before the gateway opens its connections: a connection
+    // keeps the global privileges it logged in with.
+    let db = common::MariaDb::start().await;
+    let mut root = Conn::new(db.root_opts()).await.unwrap();
+    root.query_drop("GRANT SUPER ON *.* TO app@localhost")
+        .await
+        .unwrap();
+    let chain = Chain::launch_on(common::Stack::start_on(db, |_| {}).await, |_| {}).await;
+    let mut via = chain.client().await;
+    let old: u64 = via
+        .query_first("SELECT @@max_allowed_packet")
+        .await
+        .unwrap()
+        .unwrap();
+    let new = old + 1024;
+    via.query_drop(format!(
+        "SET GLOBAL max_allowed_packet = {new}, @@global.net_buffer_length = 4096"
+    ))
+    .await
+    .unwrap();
+    const READ: &str = "SELECT @@max_allowed_packet, @@net_buffer_length";
+    // The session that set them keeps its own values, as directly.
+    let mine: Option<(u64, u64)> = via.query_first(READ).await.unwrap();
+    let mut answers = Vec::new();
+    // More sessions than the pool warmed connections (two).
+    for _ in 0..3 {
+        let mut conn = chain.client().await;
+        answers.push(conn.query_first::<(u64, u64), _>(READ).await.unwrap());
+    }
+    let mut direct = chain.direct().await;
+    let fresh: Option<(u64, u64)> = direct.query_first(READ).await.unwrap();
+    assert_eq!(fresh, Some((new, 4096)), "directly");
+    assert_eq!(answers, vec![fresh; 3], "new sessions through the sidecar");
+    assert_ne!(mine, fresh, "the session that set them keeps its values");
+}
+
+/// A client that connects without a database finds none, as on a fresh
+/// backend connection, even when the pooled connection it gets was left
+/// in one by the last session (`COM_RESET_CONNECTION` keeps it:
+/// `connect-no-db`).
+#[tokio::test]
+async fn a_session_without_a_database_finds_none() {
+    use common::secret;
+    use myquic::gateway::Credential;
+    let stack = common::Stack::start_with(|config| {
+        // One backend connection: every session gets the same one.
+        config.backend.max_connections = 1;
+        config.backend.warm_connections = 1;
+        config.credentials.push(Credential {
+            username: "nodb".into(),
+            password: secret("nodb-api-secret"),
+            backend_user: Some("app".into()),
+            backend_password: Some(secret("app-backend-pw")),
+            database: None,
+        });
+    })
+    .await;
+    let chain = Chain::launch_on(stack, |config| {
+        config.upstream.username = "nodb".into();
+        config.upstream.password = secret("nodb-api-secret");
+    })
+    .await;
+    let opts = || chain.opts(common::LOCAL_USER, common::LOCAL_PASSWORD);
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let mut moved = Conn::new(opts()).await.unwrap();
+        moved.query_drop("USE app").await.unwrap();
+        moved.disconnect().await.unwrap();
+        let mut fresh = Conn::new(opts()).await.unwrap();
+        let database: Option<Option<String>> =
+            fresh.query_first("SELECT DATABASE()").await.unwrap();
+        seen.push(database.flatten());
+        fresh.disconnect().await.unwrap();
+    }
+    assert_eq!(seen, vec![None; 3]);
+}

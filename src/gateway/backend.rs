@@ -98,6 +98,14 @@ pub fn pool(
         .client_found_rows(client_found_rows)
         .setup(setup)
         .stmt_cache_size(0)
+        // The client's own limit, as libmariadb's: mysql_async otherwise
+        // takes the server's session value as its limit for packets both
+        // ways, and a connection opened after `SET GLOBAL
+        // max_allowed_packet = 2048` could not read a result a direct
+        // client reads (a row that a server-side limit turned into NULL
+        // with a warning). What the gateway sends is checked against the
+        // server's value first (`packet_limit`).
+        .max_allowed_packet(Some(super::packet_limit::MAX_BACKEND_PACKET))
         .ssl_opts(ssl)
         .pool_opts(
             PoolOpts::default()

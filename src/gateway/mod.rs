@@ -9,11 +9,13 @@ mod backend;
 mod backend_tls;
 mod binary;
 mod error_text;
+mod fresh_connections;
 mod health;
 mod json_columns;
 pub mod packet_limit;
 mod rpc;
 mod service;
+mod session_reads;
 mod session_state;
 pub(crate) mod sessions;
 mod shares;
@@ -110,6 +112,7 @@ impl Gateway {
                 json_columns: Default::default(),
                 backend_packet: Default::default(),
                 backend_shares: backend_shares.clone(),
+                fresh: Default::default(),
             },
             in_flight: service::in_flight_gauge(),
             request_body_timeout: config.timeouts.request_body,

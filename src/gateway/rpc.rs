@@ -16,8 +16,10 @@ use crate::translate::{bind, statement};
 use super::auth::Account;
 use super::backend::{self, BackendError, Flow, JsonLookup, Outcome, ResultSink, Summary};
 use super::binary;
+use super::fresh_connections::{self, FreshConnections};
 use super::json_columns::JsonColumns;
 use super::packet_limit::BackendPacket;
+use super::session_reads;
 use super::session_state;
 use super::sessions::{Lease, Refusal, Sessions};
 use super::stream::StreamSink;
@@ -34,6 +36,8 @@ pub struct Rpc {
     pub backend_packet: BackendPacket,
     /// Each credential's share of the backend connections sessions hold.
     pub backend_shares: Arc<super::shares::BackendShares>,
+    /// Which pooled connections a new session must not get as they are.
+    pub fresh: FreshConnections,
 }
 
 /// What one statement produced, besides what went to the sink.
@@ -391,7 +395,24 @@ impl Rpc {
             self.json_columns.clear();
         }
         let ran = self.session_after(lease, result, &sql, &dialect).await;
-        self.track_replayable(lease, &effect.sets).await;
+        if fresh_connections::may_set_globals(&sql, &dialect)
+            && let Some(conn) = lease.state.conn.as_ref()
+        {
+            match self.fresh.globals_changed(conn).await {
+                Ok(mut probe) => {
+                    // The gateway's own limit follows `max_allowed_packet`.
+                    self.backend_packet.query(&mut probe).await;
+                    tokio::spawn(probe.disconnect());
+                }
+                Err(e) => {
+                    warn!(error = ?e, "could not open a connection after SET GLOBAL: older ones stay in use")
+                }
+            }
+        }
+        match session_reads::set_names(&sql) {
+            Some(names) if ran.error.is_none() => names.record(&mut lease.state),
+            _ => self.track_replayable(lease, &effect.sets).await,
+        }
         ran
     }
 
@@ -439,10 +460,10 @@ impl Rpc {
                 }
                 let escapes_moved =
                     status.is_some_and(|s| s.no_backslash_escapes == dialect.backslash_escapes);
-                if status.is_none()
-                    || escapes_moved
-                    || !statement::keeps_session_variables(sql, dialect)
-                {
+                // `SET NAMES` is read from its text (`Rpc::run`).
+                let changed = session_reads::set_names(sql).is_none()
+                    && session_reads::may_change_followed(sql, dialect, outcome.had_rows);
+                if status.is_none() || escapes_moved || changed {
                     self.refresh_session_state(lease).await;
                 }
                 Ran {
@@ -454,13 +475,17 @@ impl Rpc {
                 state.warnings.clear();
                 // An error packet carries no status. Deadlocks and lock
                 // timeouts can roll a transaction back, a routine may have
-                // opened one before failing, and a multi-statement may have
-                // run a `USE`: ask, unless a failed data statement outside
-                // any transaction could have changed none of it.
+                // opened one before failing: a `COM_PING`'s OK packet tells,
+                // unless a failed data statement outside any transaction
+                // could have changed none of it. A multi-statement may
+                // have run a `USE` before the part that failed: ask.
                 let unchanged = state.autocommit
                     && !state.in_transaction
                     && statement::keeps_session_state(sql, dialect);
                 if !unchanged {
+                    self.status_after_error(lease).await;
+                }
+                if session_reads::may_change_followed(sql, dialect, false) {
                     self.refresh_session_state(lease).await;
                 }
                 Ran {
@@ -498,6 +523,31 @@ impl Rpc {
         }
     }
 
+    /// The transaction and autocommit after a statement that failed, from
+    /// the status flags of a `COM_PING`'s OK packet: unlike a query, a
+    /// ping leaves the diagnostics area (the client's `SHOW WARNINGS`,
+    /// the row number of its next warning) and the statement counters as
+    /// they were.
+    async fn status_after_error(&self, lease: &mut Lease) {
+        use mysql_async::prelude::Queryable;
+        let state = &mut *lease.state;
+        let Some(conn) = state.conn.as_mut() else {
+            return;
+        };
+        match conn.ping().await {
+            Ok(()) => {
+                if let Some(status) = backend::ok_status(conn) {
+                    state.in_transaction = status.in_transaction;
+                    state.autocommit = status.autocommit;
+                }
+            }
+            Err(e) => {
+                warn!(error = ?e, "backend connection lost");
+                state.conn = None;
+            }
+        }
+    }
+
     /// Asks the backend what the last statement may have changed. The
     /// default database becomes the session's target, as `USE` changes a
     /// Vitess session's `target_string`: the cookie tells the client where
@@ -510,6 +560,9 @@ impl Rpc {
         };
         match backend::session_facts(conn).await {
             Ok(facts) => {
+                if facts.database.is_some() {
+                    self.fresh.moved(conn);
+                }
                 state.in_transaction = facts.in_transaction;
                 state.autocommit = facts.autocommit;
                 state.target = facts.database;
@@ -540,14 +593,18 @@ impl Rpc {
                 state.backend_share = Some(share);
             }
             let pool = account.pool_for(state.client_found_rows);
-            let mut conn = tokio::time::timeout(self.connect_timeout, pool.get_conn())
-                .await
-                .map_err(|_| MysqlError {
-                    code: 2013,
-                    state: "HY000".into(),
-                    message: "timed out waiting for a backend connection".into(),
-                })?
-                .map_err(|e| BackendError::from(e).to_mysql())?;
+            // A session without a database finds none, as on a fresh
+            // connection (with one, it is selected below).
+            let clear_database = state.target.is_none() && account.database.is_none();
+            let mut conn =
+                tokio::time::timeout(self.connect_timeout, self.fresh_conn(pool, clear_database))
+                    .await
+                    .map_err(|_| MysqlError {
+                        code: 2013,
+                        state: "HY000".into(),
+                        message: "timed out waiting for a backend connection".into(),
+                    })?
+                    .map_err(|e| e.to_mysql())?;
             // A pooled connection has the pool's character set and the
             // server's default mode, whatever the last one had.
             state.charset = None;
@@ -555,7 +612,7 @@ impl Rpc {
             state.wait_timeout = None;
             if let Some(target) = &state.target {
                 match backend::select_database(&mut conn, target).await {
-                    Ok(()) => {}
+                    Ok(()) => self.fresh.moved(&conn),
                     // Unknown database, or no grant: the request fails
                     // without running, the session goes on in the
                     // account's default database (as after a failed
@@ -588,6 +645,45 @@ impl Rpc {
             state.conn = Some(conn);
         }
         Ok(state.conn.as_mut().expect("set above"))
+    }
+
+    /// A pooled connection opened after the last `SET GLOBAL` (older ones
+    /// are closed as they come up) and, with `clear_database`, without a
+    /// default database (`COM_CHANGE_USER` clears one a session left; a
+    /// backend that refuses it, as vtgate does, gets such connections
+    /// closed instead).
+    async fn fresh_conn(
+        &self,
+        pool: &mysql_async::Pool,
+        clear_database: bool,
+    ) -> Result<mysql_async::Conn, BackendError> {
+        loop {
+            let mut conn = pool.get_conn().await?;
+            if self.fresh.is_stale(&conn) {
+                tokio::spawn(conn.disconnect());
+                continue;
+            }
+            if self.fresh.first_use(&conn) {
+                conn.reset().await?;
+            }
+            if !(self.fresh.take_moved(&conn) && clear_database) {
+                return Ok(conn);
+            }
+            if self.fresh.change_user_works() {
+                match conn.change_user(Default::default()).await {
+                    Ok(()) => return Ok(conn),
+                    Err(mysql_async::Error::Server(e)) => {
+                        warn!(
+                            code = e.code,
+                            "the backend refuses COM_CHANGE_USER: connections left in a database are closed instead"
+                        );
+                        self.fresh.change_user_refused();
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            tokio::spawn(conn.disconnect());
+        }
     }
 
     /// Ends a request: a session whose connection broke is discarded (and

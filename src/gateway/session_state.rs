@@ -263,7 +263,7 @@ fn statements<'a>(sql: &'a [u8], dialect: &'a Dialect) -> impl Iterator<Item = &
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Token<'a> {
+pub(super) enum Token<'a> {
     Word(&'a [u8]),
     /// `@name`, `@'name'`: a user variable.
     UserVariable,
@@ -276,14 +276,14 @@ enum Token<'a> {
 /// The statement's code, as words and punctuation (strings, quoted
 /// identifiers and comments skipped; executable comments are code), one
 /// at a time: a 16 MiB INSERT is scanned without a list of its tokens.
-struct Tokens<'a, 'd> {
+pub(super) struct Tokens<'a, 'd> {
     sql: &'a [u8],
     dialect: &'d Dialect,
     at: usize,
 }
 
 impl<'a, 'd> Tokens<'a, 'd> {
-    fn new(sql: &'a [u8], dialect: &'d Dialect) -> Self {
+    pub(super) fn new(sql: &'a [u8], dialect: &'d Dialect) -> Self {
         Self {
             sql,
             dialect,
@@ -403,6 +403,28 @@ fn classify_one(statement: &[u8], dialect: &Dialect) -> Result<Vec<&'static str>
 /// the session.
 fn set_variables(tokens: &[Token<'_>]) -> Result<Vec<&'static str>, &'static str> {
     const NOT_REPLAYED: &str = "a session variable the gateway does not replay";
+    let targets = set_targets(tokens).ok_or("a SET the gateway cannot read")?;
+    let mut names = Vec::new();
+    for name in targets {
+        match &name.to_ascii_uppercase()[..] {
+            b"NAMES" | b"CHARSET" | b"CHARACTER" => names.extend_from_slice(CHARSET_VARIABLES),
+            b"TRANSACTION" => {
+                return Err("SET TRANSACTION (the next transaction's characteristics)");
+            }
+            // The cookie carries it (and the backend reports it).
+            b"AUTOCOMMIT" => {}
+            _ => names.push(static_name(name).ok_or(NOT_REPLAYED)?),
+        }
+    }
+    Ok(names)
+}
+
+/// The session variables a `SET` (its tokens after `SET`) assigns, as
+/// written (`@@session.` and `@@local.` taken off; `NAMES`, `CHARSET` and
+/// `CHARACTER` for `SET NAMES`, `SET CHARSET` and `SET CHARACTER SET`,
+/// `TRANSACTION`, `PASSWORD`, `ROLE` for those statements), leaving out
+/// GLOBAL variables and user variables; `None` if the scan cannot read it.
+pub(super) fn set_targets<'a>(tokens: &[Token<'a>]) -> Option<Vec<&'a [u8]>> {
     let mut names = Vec::new();
     let mut i = 0;
     loop {
@@ -413,44 +435,35 @@ fn set_variables(tokens: &[Token<'_>]) -> Result<Vec<&'static str>, &'static str
         } else if is(tokens.get(i), "SESSION") || is(tokens.get(i), "LOCAL") {
             i += 1;
         }
-        let name: &[u8] = match tokens.get(i) {
-            Some(Token::Word(w)) => w,
-            Some(Token::SystemVariable(v)) => {
+        let name: Option<&[u8]> = match tokens.get(i)? {
+            Token::Word(w) => Some(w),
+            Token::SystemVariable(v) => {
                 let lower = v.to_ascii_lowercase();
                 if let Some(rest) = lower.strip_prefix(b"global.") {
                     global = true;
-                    &v[v.len() - rest.len()..]
+                    Some(&v[v.len() - rest.len()..])
                 } else if let Some(rest) = lower
                     .strip_prefix(b"session.")
                     .or_else(|| lower.strip_prefix(b"local."))
                 {
-                    &v[v.len() - rest.len()..]
+                    Some(&v[v.len() - rest.len()..])
                 } else {
-                    v
+                    Some(v)
                 }
             }
-            _ => return Err("a SET the gateway cannot read"),
+            // `@x = …`: the variable's name follows, and is skipped below.
+            Token::UserVariable => None,
+            _ => return None,
         };
         i += 1;
-        if !global {
-            match &name.to_ascii_uppercase()[..] {
-                b"NAMES" | b"CHARSET" => names.extend_from_slice(CHARSET_VARIABLES),
-                b"CHARACTER" if is(tokens.get(i), "SET") => {
-                    names.extend_from_slice(CHARSET_VARIABLES);
-                }
-                b"TRANSACTION" => {
-                    return Err("SET TRANSACTION (the next transaction's characteristics)");
-                }
-                // The cookie carries it (and the backend reports it).
-                b"AUTOCOMMIT" => {}
-                _ => names.push(static_name(name).ok_or(NOT_REPLAYED)?),
-            }
+        if let Some(name) = name.filter(|_| !global) {
+            names.push(name);
         }
         // On to the next assignment: a comma outside parentheses.
         let mut depth = 0usize;
         loop {
             match tokens.get(i) {
-                None => return Ok(names),
+                None => return Some(names),
                 Some(Token::Punct(b'(')) => depth += 1,
                 Some(Token::Punct(b')')) => depth = depth.saturating_sub(1),
                 Some(Token::Punct(b',')) if depth == 0 => {

@@ -34,6 +34,10 @@ pub struct Session {
     /// The default database moved (to this), not yet told to the client
     /// (session-state tracking).
     moved_to: Option<String>,
+    /// The request under way selects a database (`USE`, `COM_INIT_DB`):
+    /// the server reports the schema after it even when it is the one the
+    /// session was in.
+    selecting: bool,
     /// The session variables the last response reported.
     reported: Reported,
 }
@@ -127,17 +131,27 @@ impl Session {
         // A refused login database is an error, not a move. (A psdb
         // server that reports no target reports no moves.)
         let after = self.database();
+        let selected = std::mem::take(&mut self.selecting);
         if let Some(db) = &after
-            && after != before
+            && (after != before || selected)
             && !self.target_refused
         {
             self.moved_to = Some(db.clone());
         }
     }
 
+    /// The next request selects a database: its answer reports the
+    /// schema, moved or not, as the server's session tracking does.
+    pub fn selects_database(&mut self) {
+        self.selecting = true;
+    }
+
     /// The session-state change to report on the next OK, if the default
     /// database moved since the last one.
     pub fn take_state_changes(&mut self) -> Vec<u8> {
+        // A request that got no session back (a transport error) selected
+        // nothing.
+        self.selecting = false;
         match self.moved_to.take() {
             Some(db) => session_track_schema(db.as_bytes()),
             None => Vec::new(),

@@ -317,14 +317,17 @@ impl<S> CommandPhase<S> {
             Command::Quit => Step::Answered(Next::Close),
             Command::Ping => Step::Answered(self.ok(out)),
             Command::Query(sql) => self.query(sql, out),
-            Command::InitDb(db) => Step::Execute(Execute {
-                sql: quoted_statement(&self.dialect(), b"USE ", &db, b""),
-                binds: HashMap::new(),
-                format: RowFormat::Text,
-                cursor: None,
-                prepared: false,
-                call_of: None,
-            }),
+            Command::InitDb(db) => {
+                self.session.selects_database();
+                Step::Execute(Execute {
+                    sql: quoted_statement(&self.dialect(), b"USE ", &db, b""),
+                    binds: HashMap::new(),
+                    format: RowFormat::Text,
+                    cursor: None,
+                    prepared: false,
+                    call_of: None,
+                })
+            }
             Command::FieldList { table, .. } => Step::FieldList(quoted_statement(
                 &self.dialect(),
                 b"SELECT * FROM ",
@@ -421,6 +424,9 @@ impl<S> CommandPhase<S> {
             };
             response::err(out, &refusal);
             return Step::Answered(Next::Continue);
+        }
+        if statement::leading_keyword(&sql).is_some_and(|k| k.eq_ignore_ascii_case(b"USE")) {
+            self.session.selects_database();
         }
         // A KILL statement is ASCII; other text cannot be one.
         let kill = std::str::from_utf8(&sql)

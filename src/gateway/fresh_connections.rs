@@ -1,0 +1,179 @@
+//! A new session must look like a fresh backend connection, though it
+//! gets a pooled one (no backend handshake on the request path).
+//!
+//! A pooled connection differs from a fresh one in two ways that
+//! `COM_RESET_CONNECTION` (the pool's reset when a session gives it back)
+//! leaves alone:
+//!
+//! - its session variables were copied from the globals when it was
+//!   opened: after a `SET GLOBAL max_allowed_packet`, a fresh connection
+//!   reads the new value, an older one the old. A `SET GLOBAL` through the
+//!   gateway marks every connection opened before it as stale (by thread
+//!   id: the server numbers connections in the order they are opened), and
+//!   a stale connection is closed instead of given to a session;
+//! - it keeps its default database: a client that connects without one
+//!   must find none, not the last session's. A connection a session left
+//!   in a database is remembered, and given to a session without one only
+//!   after `COM_CHANGE_USER` (which clears it) — accounts with a default
+//!   database have it set again by the pool's reset.
+//!
+//! And a connection no session has had yet (warmed, or opened since) is
+//! reset once before its first session: the driver's connect-time `SELECT
+//! @@wait_timeout` would show in the session's `Com_select`.
+//!
+//! None of it costs a round trip on the common connect path (a reused
+//! connection): a thread id compare and two set lookups.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use mysql_async::Conn;
+
+use super::backend::BackendError;
+use crate::translate::sql_text::Dialect;
+use crate::translate::statement::{is_multi_statement, leading_keyword};
+
+use super::session_state::{Token, Tokens};
+
+/// How many connections are remembered (left in a database, or had by a
+/// session); beyond it the oldest (lowest thread ids: most likely closed
+/// since) are forgotten.
+const MAX_MOVED: usize = 10_000;
+
+#[derive(Default)]
+pub struct FreshConnections {
+    /// Connections with a thread id up to this one were opened before the
+    /// last `SET GLOBAL` through this gateway.
+    stale_up_to: AtomicU32,
+    /// Thread ids of connections a session left in a database.
+    moved: Mutex<BTreeSet<u32>>,
+    /// Thread ids of connections sessions have had (the others are new:
+    /// their statement counters show the driver's own connect-time
+    /// `SELECT @@wait_timeout`).
+    known: Mutex<BTreeSet<u32>>,
+    /// The backend answered `COM_CHANGE_USER` with an error (vtgate does
+    /// not implement it).
+    no_change_user: AtomicBool,
+}
+
+impl FreshConnections {
+    /// Whether `conn` was opened before the last `SET GLOBAL`.
+    pub fn is_stale(&self, conn: &Conn) -> bool {
+        conn.id() <= self.stale_up_to.load(Ordering::Acquire)
+    }
+
+    /// After a statement that set global variables: every connection
+    /// opened so far is stale. A new connection (with `conn`'s options)
+    /// tells the highest thread id the server has given out; it is
+    /// returned, to read the new globals from (the caller closes it).
+    pub async fn globals_changed(&self, conn: &Conn) -> Result<Conn, BackendError> {
+        let probe = Conn::new(conn.opts().clone()).await?;
+        self.stale_up_to.fetch_max(probe.id(), Ordering::AcqRel);
+        Ok(probe)
+    }
+
+    /// `conn` has a default database selected by a session.
+    pub fn moved(&self, conn: &Conn) {
+        remember(&mut self.moved.lock().expect("not poisoned"), conn.id());
+    }
+
+    /// Whether no session has had `conn` before (remembered from now on).
+    pub fn first_use(&self, conn: &Conn) -> bool {
+        remember(&mut self.known.lock().expect("not poisoned"), conn.id())
+    }
+
+    /// Whether `COM_CHANGE_USER` may clear a connection's database.
+    pub fn change_user_works(&self) -> bool {
+        !self.no_change_user.load(Ordering::Relaxed)
+    }
+
+    pub fn change_user_refused(&self) {
+        self.no_change_user.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a session left `conn` in a database (forgotten now: the
+    /// caller clears it or selects another).
+    pub fn take_moved(&self, conn: &Conn) -> bool {
+        self.moved.lock().expect("not poisoned").remove(&conn.id())
+    }
+}
+
+/// Adds `id` (whether it was new), forgetting the lowest ids beyond
+/// [`MAX_MOVED`].
+fn remember(ids: &mut BTreeSet<u32>, id: u32) -> bool {
+    let new = ids.insert(id);
+    while ids.len() > MAX_MOVED {
+        ids.pop_first();
+    }
+    new
+}
+
+/// True if `sql` may set a global variable (`SET GLOBAL`, `SET
+/// @@global.`): a `SET`, multi-statement or compound statement that names
+/// `GLOBAL`. A `SET GLOBAL` inside a procedure or a prepared statement is
+/// not seen.
+pub fn may_set_globals(sql: &[u8], dialect: &Dialect) -> bool {
+    let Some(keyword) = leading_keyword(sql) else {
+        return true;
+    };
+    let scanned = [
+        "SET", "BEGIN", "IF", "CASE", "LOOP", "WHILE", "REPEAT", "FOR",
+    ]
+    .iter()
+    .any(|k| keyword.eq_ignore_ascii_case(k.as_bytes()))
+        || is_multi_statement(sql, dialect);
+    let mut after_at = false;
+    scanned
+        && Tokens::new(sql, dialect).any(|t| {
+            let global = match t {
+                // `@global` is a user variable.
+                Token::Word(w) => !after_at && w.eq_ignore_ascii_case(b"GLOBAL"),
+                Token::SystemVariable(v) => v
+                    .get(..7)
+                    .is_some_and(|p| p.eq_ignore_ascii_case(b"global.")),
+                _ => false,
+            };
+            after_at = t == Token::UserVariable;
+            global
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_that_set_globals_are_found() {
+        let d = Dialect::default();
+        for sql in [
+            "SET GLOBAL max_allowed_packet = 2048",
+            "set @@global.net_buffer_length=1024",
+            "SET @@GLOBAL.max_allowed_packet = 4096, sql_mode = ''",
+            "SELECT 1; SET GLOBAL x = 1",
+            "/*!40101 SET GLOBAL x = 1 */",
+        ] {
+            assert!(may_set_globals(sql.as_bytes(), &d), "{sql}");
+        }
+        for sql in [
+            "SET SESSION max_allowed_packet = 2048",
+            "SET @global = 1",
+            "SELECT @@global.max_allowed_packet",
+            "SELECT 'SET GLOBAL x = 1'",
+            "INSERT INTO t VALUES ('global')",
+            "SET x = 'GLOBAL'",
+        ] {
+            assert!(!may_set_globals(sql.as_bytes(), &d), "{sql}");
+        }
+    }
+
+    #[test]
+    fn the_oldest_moved_connections_are_forgotten_first() {
+        let mut moved = BTreeSet::new();
+        for id in (0..MAX_MOVED as u32 + 5).rev() {
+            remember(&mut moved, id);
+        }
+        assert_eq!(moved.len(), MAX_MOVED);
+        assert_eq!(moved.first(), Some(&5));
+    }
+}

@@ -1,0 +1,140 @@
+//! Session-state tracking (`CLIENT_SESSION_TRACK`) as a client that asks
+//! for it reads it from OK packets, directly and through the sidecar.
+//! Neither `mysql_async` nor the stock clients ask for it, so this client
+//! is a small one over `mysql_common`'s packets: login with
+//! `mysql_native_password`, `COM_QUERY`, and the OK packet's session-state
+//! changes.
+
+mod common;
+
+use mysql_common::constants::CapabilityFlags;
+use mysql_common::io::ParseBuf;
+use mysql_common::packets::{
+    AuthPlugin, AuthSwitchRequest, CommonOkPacket, HandshakePacket, HandshakeResponse,
+    OkPacketDeserializer,
+};
+use mysql_common::proto::MySerialize;
+use mysql_common::scramble::scramble_native;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use common::sidecar::Chain;
+use common::{LOCAL_PASSWORD, LOCAL_USER};
+
+/// A logged-in connection that asked for session tracking.
+struct Tracking<S> {
+    stream: S,
+    caps: CapabilityFlags,
+}
+
+async fn read_packet<S: AsyncRead + Unpin>(s: &mut S) -> (u8, Vec<u8>) {
+    let mut header = [0u8; 4];
+    s.read_exact(&mut header).await.unwrap();
+    let len = u32::from_le_bytes([header[0], header[1], header[2], 0]) as usize;
+    let mut payload = vec![0; len];
+    s.read_exact(&mut payload).await.unwrap();
+    (header[3], payload)
+}
+
+async fn write_packet<S: AsyncWrite + Unpin>(s: &mut S, seq: u8, payload: &[u8]) {
+    let len = (payload.len() as u32).to_le_bytes();
+    s.write_all(&[len[0], len[1], len[2], seq]).await.unwrap();
+    s.write_all(payload).await.unwrap();
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Tracking<S> {
+    async fn login(mut stream: S, user: &str, password: &str, db: &str) -> Self {
+        let (seq, greeting) = read_packet(&mut stream).await;
+        let hello: HandshakePacket = ParseBuf(&greeting).parse(()).unwrap();
+        let caps = hello.capabilities()
+            & (CapabilityFlags::CLIENT_PROTOCOL_41
+                | CapabilityFlags::CLIENT_SECURE_CONNECTION
+                | CapabilityFlags::CLIENT_LONG_PASSWORD
+                | CapabilityFlags::CLIENT_TRANSACTIONS
+                | CapabilityFlags::CLIENT_PLUGIN_AUTH
+                | CapabilityFlags::CLIENT_DEPRECATE_EOF
+                | CapabilityFlags::CLIENT_SESSION_TRACK);
+        assert!(caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK));
+        let scramble = scramble_native(&hello.nonce(), password.as_bytes()).unwrap();
+        let response = HandshakeResponse::new(
+            Some(&scramble[..]),
+            hello.server_version_parsed().unwrap_or((10, 11, 0)),
+            Some(user.as_bytes()),
+            Some(db.as_bytes()),
+            Some(AuthPlugin::MysqlNativePassword),
+            caps,
+            None,
+            1 << 24,
+        );
+        let mut buf = Vec::new();
+        response.serialize(&mut buf);
+        write_packet(&mut stream, seq + 1, &buf).await;
+        loop {
+            let (seq, packet) = read_packet(&mut stream).await;
+            match packet.first() {
+                Some(0x00) => break,
+                Some(0xFE) => {
+                    let switch: AuthSwitchRequest = ParseBuf(&packet).parse(()).unwrap();
+                    let data = switch.plugin_data();
+                    let nonce = data.strip_suffix(&[0]).unwrap_or(data);
+                    let scramble = scramble_native(nonce, password.as_bytes()).unwrap();
+                    write_packet(&mut stream, seq + 1, &scramble).await;
+                }
+                _ => panic!("login refused: {:?}", String::from_utf8_lossy(&packet)),
+            }
+        }
+        Self { stream, caps }
+    }
+
+    /// Runs a statement answered by an OK packet; its session-state
+    /// changes, decoded.
+    async fn changes(&mut self, sql: &str) -> Vec<String> {
+        let mut command = vec![0x03];
+        command.extend_from_slice(sql.as_bytes());
+        write_packet(&mut self.stream, 0, &command).await;
+        let (_, packet) = read_packet(&mut self.stream).await;
+        assert_eq!(packet.first(), Some(&0x00), "{sql}: {packet:?}");
+        let ok = ParseBuf(&packet)
+            .parse::<OkPacketDeserializer<CommonOkPacket>>(self.caps)
+            .unwrap()
+            .into_inner();
+        ok.session_state_info()
+            .unwrap()
+            .iter()
+            .map(|info| format!("{:?}", info.decode().unwrap()))
+            .collect()
+    }
+}
+
+/// A client that asked for session tracking learns each move of the
+/// default database from the OK packet, through the sidecar as directly
+/// — also a `USE` of the database it is already in, and a move back to
+/// the login database (what Connector/J's `setCatalog` relies on).
+#[tokio::test]
+async fn the_default_database_is_tracked_as_directly() {
+    let chain = Chain::start().await;
+    let direct = tokio::net::UnixStream::connect(&chain.stack.db.socket)
+        .await
+        .unwrap();
+    let mut direct = Tracking::login(direct, "app", "app-backend-pw", "app").await;
+    let via = tokio::net::TcpStream::connect(chain.sidecar.addr())
+        .await
+        .unwrap();
+    let mut via = Tracking::login(via, LOCAL_USER, LOCAL_PASSWORD, "app").await;
+    let mut answers = Vec::new();
+    for sql in [
+        "USE information_schema",
+        "USE app",
+        "USE app",
+        "SET @tracked = 1",
+    ] {
+        let seen = (via.changes(sql).await, direct.changes(sql).await);
+        answers.push((sql, seen));
+    }
+    for (sql, (via, direct)) in &answers {
+        assert_eq!(via, direct, "{sql}: through the sidecar, directly");
+    }
+    assert!(
+        answers[1].1.1.iter().any(|c| c.contains("Schema")),
+        "directly, USE reports the schema: {answers:?}"
+    );
+}
