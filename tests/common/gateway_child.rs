@@ -60,13 +60,18 @@ impl GatewayChild {
             admin: SocketAddr::new(ip, free_port(ip)),
             tls: None,
         };
-        Self::ready_at(db, &place, extra_toml).await
+        Self::ready_at(db, &place, "", extra_toml).await
     }
 
     /// As [`GatewayChild::ready`], on the given addresses and with the
-    /// given certificate: what a gateway restarted by its supervisor
-    /// keeps.
-    pub async fn ready_at(db: &MariaDb, place: &Place, extra_toml: &str) -> Self {
+    /// given certificate (what a gateway restarted by its supervisor
+    /// keeps), with `backend_toml`'s keys added to `[gateway.backend]`.
+    pub async fn ready_at(
+        db: &MariaDb,
+        place: &Place,
+        backend_toml: &str,
+        extra_toml: &str,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let Place { addr, admin, .. } = *place;
         let (cert, tls_toml) = match &place.tls {
@@ -86,7 +91,7 @@ impl GatewayChild {
             format!(
                 "[gateway]\nlisten = \"{addr}\"\n\
                  [gateway.tls]\n{tls_toml}\n\
-                 [gateway.backend]\nsocket = \"{socket}\"\nwarm_connections = 2\n\
+                 [gateway.backend]\nsocket = \"{socket}\"\nwarm_connections = 2\n{backend_toml}\n\
                  [[gateway.credentials]]\nusername = \"{USER}\"\npassword = {{ value = \"{PASSWORD}\" }}\n\
                  backend_password = {{ value = \"app-backend-pw\" }}\ndatabase = \"app\"\n\
                  [gateway.admin]\nlisten = \"{admin}\"\n{extra_toml}\n",
