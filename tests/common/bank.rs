@@ -15,7 +15,7 @@
 //! then drops its connection and connects again (a connection that may
 //! have lost its transaction cannot be trusted with the next one).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -97,10 +97,22 @@ pub struct Shared {
     progress: Notify,
     /// Notified after every failure.
     failed: Notify,
+    /// Per statement: how many succeeded and the time they took.
+    pub latency: Mutex<BTreeMap<&'static str, (u64, Duration)>>,
     pub log: Mutex<Log>,
 }
 
 impl Shared {
+    /// The mean time of each statement that succeeded, in ms.
+    pub fn mean_latency_ms(&self) -> BTreeMap<&'static str, f64> {
+        self.latency
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(what, (n, total))| (*what, total.as_secs_f64() * 1000.0 / *n as f64))
+            .collect()
+    }
+
     pub fn marks(&self) -> Vec<u64> {
         self.committed
             .iter()
@@ -187,6 +199,7 @@ impl Workload {
             statements: AtomicU64::new(0),
             progress: Notify::new(),
             failed: Notify::new(),
+            latency: Mutex::default(),
             log: Mutex::new(Log::default()),
         });
         let (stop, stopped) = watch::channel(false);
@@ -307,12 +320,19 @@ async fn backoff() {
 
 /// Runs `f` as statement `what`, bounded by [`STATEMENT_LIMIT`].
 async fn timed<T>(
+    shared: &Shared,
     what: &'static str,
     f: impl std::future::Future<Output = Result<T, mysql_async::Error>>,
 ) -> Result<T, (&'static str, mysql_async::Error, Instant)> {
     let started = Instant::now();
     match tokio::time::timeout(STATEMENT_LIMIT, f).await {
-        Ok(Ok(v)) => Ok(v),
+        Ok(Ok(v)) => {
+            let mut latency = shared.latency.lock().unwrap();
+            let (n, total) = latency.entry(what).or_default();
+            *n += 1;
+            *total += started.elapsed();
+            Ok(v)
+        }
         Ok(Err(e)) => Err((what, e, started)),
         Err(_) => Err((
             what,
@@ -335,16 +355,43 @@ async fn round(
     }
 }
 
+/// What a statement's failure carries back: the statement, the error,
+/// when it began.
+type Failed = (&'static str, mysql_async::Error, Instant);
+
+/// A round's three parts, in an order that depends on the client: the
+/// clients start together, and would otherwise all be in the same part
+/// whenever a fault strikes.
 async fn round_inner(
     c: &mut mysql_async::Conn,
     client: usize,
     n: i64,
     rng: &mut Rng,
     shared: &Shared,
-) -> Result<(), (&'static str, mysql_async::Error, Instant)> {
-    let ok = |shared: &Shared| shared.statements.fetch_add(1, Ordering::Relaxed);
+) -> Result<(), Failed> {
+    for part in 0..3 {
+        match (part + client) % 3 {
+            0 => reads(c, client, rng, shared).await?,
+            1 => transfer(c, client, n, rng, shared).await?,
+            _ => note(c, client, n, rng, shared).await?,
+        }
+    }
+    Ok(())
+}
 
+fn ok(shared: &Shared) {
+    shared.statements.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The bank's total (always the opening total), and one account.
+async fn reads(
+    c: &mut mysql_async::Conn,
+    client: usize,
+    rng: &mut Rng,
+    shared: &Shared,
+) -> Result<(), Failed> {
     let total: Option<i64> = timed(
+        shared,
         "SELECT SUM(balance)",
         c.query_first("SELECT CAST(SUM(balance) AS SIGNED) FROM accounts"),
     )
@@ -353,20 +400,29 @@ async fn round_inner(
     if total != Some(TOTAL) {
         wrong(shared, format!("client {client}: the total read {total:?}"));
     }
-
     let account = 1 + rng.next(ACCOUNTS as u64) as i64;
     let _: Option<i64> = timed(
+        shared,
         "SELECT balance",
         c.exec_first("SELECT balance FROM accounts WHERE id = ?", (account,)),
     )
     .await?;
     ok(shared);
+    Ok(())
+}
 
-    transfer(c, client, n, rng, shared).await?;
-
+/// The client's note rewritten and read back (must be what it wrote).
+async fn note(
+    c: &mut mysql_async::Conn,
+    client: usize,
+    n: i64,
+    rng: &mut Rng,
+    shared: &Shared,
+) -> Result<(), Failed> {
     let size = rng.next(4096) as usize;
     let body = vec![b'a' + (n % 26) as u8; size];
     timed(
+        shared,
         "INSERT notes",
         c.exec_drop(
             "INSERT INTO notes (client, n, body) VALUES (?, ?, ?) \
@@ -377,6 +433,7 @@ async fn round_inner(
     .await?;
     ok(shared);
     let read: Option<(i64, i64)> = timed(
+        shared,
         "SELECT notes",
         c.exec_first(
             "SELECT n, LENGTH(body) FROM notes WHERE client = ?",
@@ -402,7 +459,7 @@ async fn transfer(
     n: i64,
     rng: &mut Rng,
     shared: &Shared,
-) -> Result<(), (&'static str, mysql_async::Error, Instant)> {
+) -> Result<(), Failed> {
     let id = client as i64 * ID_BLOCK + n;
     let src = 1 + rng.next(ACCOUNTS as u64) as i64;
     let dst = 1 + (src + rng.next(ACCOUNTS as u64 - 1) as i64) % ACCOUNTS;
@@ -415,9 +472,10 @@ async fn transfer(
         ((dst, amount), (src, -amount))
     };
     let before_commit = async {
-        timed("BEGIN", c.query_drop("BEGIN")).await?;
+        timed(shared, "BEGIN", c.query_drop("BEGIN")).await?;
         for (account, delta) in [first, second] {
             timed(
+                shared,
                 "UPDATE accounts",
                 c.exec_drop(
                     "UPDATE accounts SET balance = balance + ? WHERE id = ?",
@@ -427,6 +485,7 @@ async fn transfer(
             .await?;
         }
         timed(
+            shared,
             "INSERT transfers",
             c.exec_drop(
                 "INSERT INTO transfers (id, src, dst, amount) VALUES (?, ?, ?, ?)",
@@ -441,7 +500,7 @@ async fn transfer(
         return Err(e);
     }
     shared.statements.fetch_add(4, Ordering::Relaxed);
-    match timed("COMMIT", c.query_drop("COMMIT")).await {
+    match timed(shared, "COMMIT", c.query_drop("COMMIT")).await {
         Ok(()) => {
             shared.statements.fetch_add(1, Ordering::Relaxed);
             shared.log.lock().unwrap().acknowledged.push(id);
