@@ -263,7 +263,7 @@ async fn run_client(
     shared: Arc<Shared>,
     stop: watch::Receiver<bool>,
 ) {
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (client as u64 + 1) * 0x100_0001);
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((client as u64 + 1) * 0x100_0001));
     let mut n: i64 = 0;
     let mut conn = Some(first);
     let mut rounds_on_conn = 0u64;
@@ -603,11 +603,7 @@ pub async fn verify(direct: &mut mysql_async::Conn, log: &Log) -> Verdict {
         resurrected.is_empty(),
         "transfers that failed before COMMIT were committed: {resurrected:?}"
     );
-    let in_doubt_committed = log
-        .in_doubt
-        .iter()
-        .filter(|id| logged.contains(id))
-        .count();
+    let in_doubt_committed = log.in_doubt.iter().filter(|id| logged.contains(id)).count();
     assert_eq!(
         logged.len(),
         log.acknowledged.len() + in_doubt_committed,

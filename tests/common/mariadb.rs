@@ -142,10 +142,7 @@ fn server_command(dir: &Path, socket: &Path, port: Option<u16>, options: &Option
         .arg("--max-allowed-packet=64M")
         .arg("--character-set-server=utf8mb4")
         .arg("--collation-server=utf8mb4_general_ci")
-        .arg(format!(
-            "--log-error={}",
-            dir.join("err.log").display()
-        ))
+        .arg(format!("--log-error={}", dir.join("err.log").display()))
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     match port {
