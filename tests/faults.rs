@@ -541,7 +541,7 @@ async fn soak_mixed_workload_holds_memory_and_makes_no_errors() {
     let total = Duration::from_secs(env_u64("MQ_SOAK_SECS", 60));
     let warm_up = Duration::from_secs(env_u64(
         "MQ_SOAK_WARMUP_SECS",
-        (total.as_secs() / 3).min(300),
+        (total.as_secs() / 2).min(300),
     ));
     let (server_args, backend_toml) = soak_backend(clients);
     let db = MariaDb::start_with(common::mariadb::Options {
