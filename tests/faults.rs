@@ -532,6 +532,42 @@ struct Sample {
     sidecar: u64,
     gateway: u64,
     statements: u64,
+    /// The gateway's sessions and backend connections (in use, idle):
+    /// what its memory should follow.
+    sessions: f64,
+    backend: (f64, f64),
+}
+
+/// A gauge from the gateway's `/metrics` (0 if absent).
+async fn gateway_gauge(admin: std::net::SocketAddr, series: &str) -> f64 {
+    let (_, body) = myquic::admin::wait::get(admin, "/metrics")
+        .await
+        .expect("the gateway's metrics");
+    common::sidecar_child::Metrics(body).value(series)
+}
+
+async fn sample(
+    at: Duration,
+    sidecar: u32,
+    gateway: u32,
+    admin: std::net::SocketAddr,
+    statements: u64,
+) -> Sample {
+    Sample {
+        at,
+        sidecar: rss(sidecar),
+        gateway: rss(gateway),
+        statements,
+        sessions: gateway_gauge(admin, "myquic_gateway_sessions").await,
+        backend: (
+            gateway_gauge(
+                admin,
+                "myquic_gateway_backend_connections{state=\"in_use\"}",
+            )
+            .await,
+            gateway_gauge(admin, "myquic_gateway_backend_connections{state=\"idle\"}").await,
+        ),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -570,12 +606,17 @@ async fn soak_mixed_workload_holds_memory_and_makes_no_errors() {
     // A failure ends the run early: the verdict is known.
     while start.elapsed() < total && shared.log.lock().unwrap().failures.is_empty() {
         tick.tick().await;
-        samples.push(Sample {
-            at: start.elapsed(),
-            sidecar: rss(sidecar.pid),
-            gateway: rss(gateway_pid),
-            statements: shared.statements.load(std::sync::atomic::Ordering::Relaxed),
-        });
+        let statements = shared.statements.load(std::sync::atomic::Ordering::Relaxed);
+        samples.push(
+            sample(
+                start.elapsed(),
+                sidecar.pid,
+                gateway_pid,
+                place.admin,
+                statements,
+            )
+            .await,
+        );
     }
     let log = workload.stop().await;
     let elapsed = start.elapsed();
@@ -587,12 +628,8 @@ async fn soak_mixed_workload_holds_memory_and_makes_no_errors() {
         log.failures.len(),
         log.failures.iter().take(5).collect::<Vec<_>>()
     );
-    let end = Sample {
-        at: elapsed,
-        sidecar: rss(sidecar.pid),
-        gateway: rss(gateway_pid),
-        statements: shared.statements.load(std::sync::atomic::Ordering::Relaxed),
-    };
+    let statements = shared.statements.load(std::sync::atomic::Ordering::Relaxed);
+    let end = sample(elapsed, sidecar.pid, gateway_pid, place.admin, statements).await;
     let warm = samples
         .iter()
         .find(|s| s.at >= warm_up)
@@ -626,15 +663,18 @@ async fn soak_mixed_workload_holds_memory_and_makes_no_errors() {
     eprintln!("{report}");
     if let Ok(path) = std::env::var("MQ_SOAK_REPORT") {
         let mut text = format!(
-            "{report}\n\n| s | statements | sidecar RSS (MiB) | gateway RSS (MiB) |\n|---|---|---|---|\n"
+            "{report}\n\n| s | statements | sidecar RSS (MiB) | gateway RSS (MiB) | gateway sessions | backend connections in use / idle |\n|---|---|---|---|---|---|\n"
         );
         for s in samples.iter().chain([&end]) {
             text += &format!(
-                "| {:.0} | {} | {:.1} | {:.1} |\n",
+                "| {:.0} | {} | {:.1} | {:.1} | {} | {} / {} |\n",
                 s.at.as_secs_f64(),
                 s.statements,
                 mib(s.sidecar),
-                mib(s.gateway)
+                mib(s.gateway),
+                s.sessions,
+                s.backend.0,
+                s.backend.1
             );
         }
         std::fs::write(&path, text).unwrap_or_else(|e| panic!("{path}: {e}"));
