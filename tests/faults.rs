@@ -36,7 +36,7 @@ use common::MariaDb;
 use common::bank::{self, Failure, Workload};
 use common::gateway_child::{GatewayChild, Place};
 use common::netns::{Block, NetNs};
-use common::process::{mib, rss};
+use common::process::{mib, rss, status_bytes};
 use common::sidecar_child::{SidecarChild, free_port};
 
 /// How soon after the gateway is back every client must have completed a
@@ -531,6 +531,8 @@ struct Sample {
     at: Duration,
     sidecar: u64,
     gateway: u64,
+    /// The gateway's `RssAnon`: its heap, without code pages.
+    gateway_anon: u64,
     statements: u64,
     /// The gateway's sessions and backend connections (in use, idle):
     /// what its memory should follow.
@@ -557,6 +559,7 @@ async fn sample(
         at,
         sidecar: rss(sidecar),
         gateway: rss(gateway),
+        gateway_anon: status_bytes(gateway, "RssAnon"),
         statements,
         sessions: gateway_gauge(admin, "myquic_gateway_sessions").await,
         backend: (
@@ -657,21 +660,25 @@ async fn soak_mixed_workload_holds_memory_and_makes_no_errors() {
         mib(peak(|s| s.gateway)),
     );
     let report = format!(
-        "{report}; mean ms per statement: {:.1?}",
+        "{report}; gateway RssAnon {:.1} → {:.1} MiB ({:+.2} %); mean ms per statement: {:.1?}",
+        mib(warm.gateway_anon),
+        mib(end.gateway_anon),
+        growth(warm.gateway_anon, end.gateway_anon),
         shared.mean_latency_ms()
     );
     eprintln!("{report}");
     if let Ok(path) = std::env::var("MQ_SOAK_REPORT") {
         let mut text = format!(
-            "{report}\n\n| s | statements | sidecar RSS (MiB) | gateway RSS (MiB) | gateway sessions | backend connections in use / idle |\n|---|---|---|---|---|---|\n"
+            "{report}\n\n| s | statements | sidecar RSS (MiB) | gateway RSS (MiB) | gateway RssAnon (MiB) | gateway sessions | backend connections in use / idle |\n|---|---|---|---|---|---|---|\n"
         );
         for s in samples.iter().chain([&end]) {
             text += &format!(
-                "| {:.0} | {} | {:.1} | {:.1} | {} | {} / {} |\n",
+                "| {:.0} | {} | {:.1} | {:.1} | {:.1} | {} | {} / {} |\n",
                 s.at.as_secs_f64(),
                 s.statements,
                 mib(s.sidecar),
                 mib(s.gateway),
+                mib(s.gateway_anon),
                 s.sessions,
                 s.backend.0,
                 s.backend.1
