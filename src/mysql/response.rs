@@ -143,8 +143,19 @@ fn metadata_eof(out: &mut Packets, caps: CapabilityFlags, status: StatusFlags) {
     }
 }
 
+/// Error numbers a client library makes up itself (CR_SERVER_LOST 2013,
+/// CR_CONN_HOST_ERROR 2003, …). A server never sends them, and libmariadb
+/// reads an ERR packet carrying one as a malformed packet (2027); yet a
+/// psdb server reports a lost backend connection as 2013, as Vitess does.
+const CLIENT_LIBRARY_CODES: std::ops::RangeInclusive<u16> = 2000..=2999;
+
+/// ER_NET_READ_ERROR (08S01): what such an error is sent as — a
+/// communication failure, on which drivers and pools act as on 2013.
+const ER_NET_READ_ERROR: u16 = 1158;
+
 /// ERR packet: 0xff, errno, `#` + SQLSTATE, message. A malformed SQLSTATE
-/// is sent as HY000 so the client can still parse the packet.
+/// is sent as HY000 so the client can still parse the packet; a client
+/// library's error number as [`ER_NET_READ_ERROR`].
 pub fn err(out: &mut Packets, error: &MysqlError) {
     let state = error.state.as_bytes();
     let state: &[u8] = if state.len() == 5 && state.is_ascii() {
@@ -152,9 +163,14 @@ pub fn err(out: &mut Packets, error: &MysqlError) {
     } else {
         b"HY000"
     };
+    let (code, state) = if CLIENT_LIBRARY_CODES.contains(&error.code) {
+        (ER_NET_READ_ERROR, &b"08S01"[..])
+    } else {
+        (error.code, state)
+    };
     out.push(|b| {
         b.put_u8(ERR_HEADER);
-        b.put_u16_le(error.code);
+        b.put_u16_le(code);
         b.put_u8(b'#');
         b.put_slice(state);
         b.put_slice(error.message.as_bytes());
@@ -628,6 +644,40 @@ mod tests {
             parsed.server_error().sql_state_ref().unwrap().as_str(),
             "HY000"
         );
+    }
+
+    /// A relayed CR_SERVER_LOST would be a malformed packet to libmariadb.
+    #[test]
+    fn client_library_error_numbers_go_out_as_a_communication_failure() {
+        let mut out = Packets::reply_to(0);
+        for code in [1999, 2000, 2013, 2999, 3000] {
+            err(
+                &mut out,
+                &MysqlError {
+                    code,
+                    state: "HY000".into(),
+                    message: "Lost connection to backend MySQL server during query".into(),
+                },
+            );
+        }
+        let sent: Vec<(u16, String)> = payloads(&mut out, 1)
+            .iter()
+            .map(|p| {
+                let e = ParseBuf(p).parse::<ErrPacket>(caps()).unwrap();
+                let se = e.server_error();
+                let state = se.sql_state_ref().unwrap().as_str().to_string();
+                (se.error_code(), state)
+            })
+            .collect();
+        let want = [
+            (1999, "HY000"),
+            (1158, "08S01"),
+            (1158, "08S01"),
+            (1158, "08S01"),
+            (3000, "HY000"),
+        ]
+        .map(|(c, s)| (c, s.to_string()));
+        assert_eq!(sent, want);
     }
 
     #[test]

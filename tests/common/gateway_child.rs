@@ -9,6 +9,35 @@ use std::time::Duration;
 use super::sidecar_child::free_port;
 use super::{MariaDb, PASSWORD, USER};
 
+/// Where a gateway listens and the certificate it presents (`None`: a
+/// self-signed one made at start).
+#[derive(Clone, Debug)]
+pub struct Place {
+    pub addr: SocketAddr,
+    pub admin: SocketAddr,
+    /// Certificate and key PEM files.
+    pub tls: Option<(PathBuf, PathBuf)>,
+}
+
+impl Place {
+    /// Free ports on `ip` (the admin endpoint on loopback) and a
+    /// self-signed certificate for `localhost` and `ip` written under
+    /// `dir`: every start given this place listens and presents the same.
+    pub fn fixed(dir: &std::path::Path, ip: std::net::IpAddr) -> Self {
+        let certified =
+            rcgen::generate_simple_self_signed(vec!["localhost".into(), ip.to_string()]).unwrap();
+        let (cert, key) = (dir.join("gateway-cert.pem"), dir.join("gateway-key.pem"));
+        std::fs::write(&cert, certified.cert.pem()).unwrap();
+        std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+        let loopback = [127, 0, 0, 1].into();
+        Self {
+            addr: SocketAddr::new(ip, free_port(ip)),
+            admin: SocketAddr::new(loopback, free_port(loopback)),
+            tls: Some((cert, key)),
+        }
+    }
+}
+
 pub struct GatewayChild {
     pub child: tokio::process::Child,
     /// UDP (HTTP/3) and TCP (HTTP/2) port.
@@ -25,22 +54,47 @@ impl GatewayChild {
     /// appended to its configuration, and waits (with `myquic wait`)
     /// until it is ready.
     pub async fn ready(db: &MariaDb, extra_toml: &str) -> Self {
-        let dir = tempfile::tempdir().unwrap();
         let ip = [127, 0, 0, 1].into();
-        let addr = SocketAddr::new(ip, free_port(ip));
-        let admin = SocketAddr::new(ip, free_port(ip));
-        let cert = dir.path().join("gateway.pem");
+        let place = Place {
+            addr: SocketAddr::new(ip, free_port(ip)),
+            admin: SocketAddr::new(ip, free_port(ip)),
+            tls: None,
+        };
+        Self::ready_at(db, &place, "", extra_toml).await
+    }
+
+    /// As [`GatewayChild::ready`], on the given addresses and with the
+    /// given certificate (what a gateway restarted by its supervisor
+    /// keeps), with `backend_toml`'s keys added to `[gateway.backend]`.
+    pub async fn ready_at(
+        db: &MariaDb,
+        place: &Place,
+        backend_toml: &str,
+        extra_toml: &str,
+    ) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let Place { addr, admin, .. } = *place;
+        let (cert, tls_toml) = match &place.tls {
+            Some((cert, key)) => (
+                cert.clone(),
+                format!("cert = {:?}\nkey = {:?}", cert.display(), key.display()),
+            ),
+            None => {
+                let cert = dir.path().join("gateway.pem");
+                let toml = format!("self_signed_cert_out = {:?}", cert.display());
+                (cert, toml)
+            }
+        };
         let config = dir.path().join("myquic.toml");
         std::fs::write(
             &config,
             format!(
                 "[gateway]\nlisten = \"{addr}\"\n\
-                 [gateway.tls]\nself_signed_cert_out = \"{cert}\"\n\
-                 [gateway.backend]\nsocket = \"{socket}\"\nwarm_connections = 2\n\
+                 [gateway.tls]\n{tls_toml}\n\
+                 [gateway.backend]\nsocket = \"{socket}\"\nwarm_connections = 2\n{backend_toml}\n\
                  [[gateway.credentials]]\nusername = \"{USER}\"\npassword = {{ value = \"{PASSWORD}\" }}\n\
                  backend_password = {{ value = \"app-backend-pw\" }}\ndatabase = \"app\"\n\
                  [gateway.admin]\nlisten = \"{admin}\"\n{extra_toml}\n",
-                cert = cert.display(),
                 socket = db.socket.display(),
             ),
         )
@@ -107,6 +161,11 @@ impl GatewayChild {
     /// Whether the process is still running.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
     }
 
     pub fn log_text(&self) -> String {

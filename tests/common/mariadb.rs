@@ -15,6 +15,8 @@ pub struct MariaDb {
     pub socket: PathBuf,
     /// The loopback TCP port, when started with [`Options::tcp`].
     pub port: Option<u16>,
+    /// What it was started with, to start it again on the same datadir.
+    options: Options,
     _dir: tempfile::TempDir,
 }
 
@@ -126,6 +128,46 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// `mariadbd` on the datadir under `dir`, listening on `socket` (and
+/// `port` if given).
+fn server_command(dir: &Path, socket: &Path, port: Option<u16>, options: &Options) -> Command {
+    let mut cmd = Command::new(which("mariadbd"));
+    cmd.arg("--no-defaults")
+        .arg(format!("--datadir={}", dir.join("data").display()))
+        .arg(format!("--socket={}", socket.display()))
+        .arg(format!("--pid-file={}", dir.join("pid").display()))
+        .arg(format!("--tmpdir={}", dir.display()))
+        .arg("--innodb-buffer-pool-size=32M")
+        .arg("--innodb-log-file-size=16M")
+        .arg("--max-allowed-packet=64M")
+        .arg("--character-set-server=utf8mb4")
+        .arg("--collation-server=utf8mb4_general_ci")
+        .arg(format!("--log-error={}", dir.join("err.log").display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    match port {
+        Some(port) => {
+            // 127.0.0.1 is `localhost` to MariaDB, so the accounts
+            // are the same over TCP and the socket.
+            cmd.arg(format!("--port={port}"))
+                .arg("--bind-address=127.0.0.1");
+        }
+        None => {
+            cmd.arg("--skip-networking");
+        }
+    }
+    if let Some(tls) = &options.tls {
+        cmd.arg(format!("--ssl-ca={}", tls.ca.display()))
+            .arg(format!("--ssl-cert={}", tls.cert.display()))
+            .arg(format!("--ssl-key={}", tls.key.display()));
+    }
+    cmd.args(&options.server_args);
+    if is_root() {
+        cmd.arg("--user=root");
+    }
+    cmd
+}
+
 impl MariaDb {
     pub async fn start() -> Self {
         Self::start_with(Options::default()).await
@@ -147,49 +189,15 @@ impl MariaDb {
         let dir = tempfile::Builder::new().prefix("myq-db").tempdir().unwrap();
         copy_dir(&template.join("data"), &dir.path().join("data"));
         let socket = dir.path().join("s");
-        let mut cmd = Command::new(which("mariadbd"));
-        cmd.arg("--no-defaults")
-            .arg(format!("--datadir={}", dir.path().join("data").display()))
-            .arg(format!("--socket={}", socket.display()))
-            .arg(format!("--pid-file={}", dir.path().join("pid").display()))
-            .arg(format!("--tmpdir={}", dir.path().display()))
-            .arg("--innodb-buffer-pool-size=32M")
-            .arg("--innodb-log-file-size=16M")
-            .arg("--max-allowed-packet=64M")
-            .arg("--character-set-server=utf8mb4")
-            .arg("--collation-server=utf8mb4_general_ci")
-            .arg(format!(
-                "--log-error={}",
-                dir.path().join("err.log").display()
-            ))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
         let port = options.tcp.then(free_port);
-        match port {
-            Some(port) => {
-                // 127.0.0.1 is `localhost` to MariaDB, so the accounts
-                // are the same over TCP and the socket.
-                cmd.arg(format!("--port={port}"))
-                    .arg("--bind-address=127.0.0.1");
-            }
-            None => {
-                cmd.arg("--skip-networking");
-            }
-        }
-        if let Some(tls) = &options.tls {
-            cmd.arg(format!("--ssl-ca={}", tls.ca.display()))
-                .arg(format!("--ssl-cert={}", tls.cert.display()))
-                .arg(format!("--ssl-key={}", tls.key.display()));
-        }
-        cmd.args(&options.server_args);
-        if is_root() {
-            cmd.arg("--user=root");
-        }
-        let child = cmd.spawn().expect("starting mariadbd");
+        let child = server_command(dir.path(), &socket, port, options)
+            .spawn()
+            .expect("starting mariadbd");
         let mut db = Self {
             child,
             socket,
             port,
+            options: options.clone(),
             _dir: dir,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -223,6 +231,47 @@ impl MariaDb {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Kills mariadbd with SIGKILL (a crash: InnoDB recovers at the next
+    /// start) and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts mariadbd again on the same datadir, socket and port after
+    /// [`MariaDb::kill`], and waits until root can log in (crash recovery
+    /// included), within 60 s: how long that took.
+    pub async fn restart(&mut self) -> Duration {
+        let started = Instant::now();
+        self.child = server_command(self._dir.path(), &self.socket, self.port, &self.options)
+            .spawn()
+            .expect("starting mariadbd again");
+        loop {
+            if let Ok(conn) = mysql_async::Conn::new(self.root_opts()).await {
+                conn.disconnect().await.ok();
+                return started.elapsed();
+            }
+            let exited = self.child.try_wait().unwrap();
+            assert!(
+                exited.is_none(),
+                "mariadbd exited at restart ({exited:?}): see {}",
+                self._dir.path().join("err.log").display()
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "mariadbd did not accept connections within 60 s of its restart"
+            );
+            // Nothing to wait on but the socket: mariadbd does not say
+            // when it is ready other than by accepting a login.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// mariadbd's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn root_opts(&self) -> mysql_async::Opts {

@@ -6,9 +6,11 @@
 
 #![allow(dead_code)]
 
+pub mod bank;
 pub mod gateway_child;
 pub mod mariadb;
 pub mod netns;
+pub mod process;
 pub mod raw_mysql;
 pub mod results;
 pub mod sidecar;
