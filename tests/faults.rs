@@ -405,25 +405,45 @@ fn interactive_cli(socket: &std::path::Path, user: &str, password: &str) -> toki
         .expect("running mariadb")
 }
 
-/// Waits until a transaction waits for a lock at the backend.
-async fn wait_lock_wait(root: &mut mysql_async::Conn) {
+/// Waits until a transaction waits for a lock at the backend, or fails
+/// with what the backend shows if the waiter finished or never queued.
+async fn wait_lock_wait<T: std::fmt::Debug>(
+    via: &str,
+    root: &mut mysql_async::Conn,
+    waiting: &tokio::task::JoinHandle<T>,
+) {
     let start = Instant::now();
     loop {
-        let waiting: Option<u64> = root
+        let waiting_trx: Option<u64> = root
             .query_first(
                 "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'",
             )
             .await
             .unwrap();
-        if waiting == Some(1) {
+        if waiting_trx.unwrap_or(0) >= 1 {
             return;
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the second client is not waiting for the lock"
-        );
-        // InnoDB has no event for a lock wait that began.
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        if waiting.is_finished() || start.elapsed() > Duration::from_secs(30) {
+            let trx: Vec<(String, Option<String>)> = root
+                .query("SELECT trx_state, trx_query FROM information_schema.INNODB_TRX")
+                .await
+                .unwrap();
+            let processes: Vec<(u64, String, String, Option<String>, Option<String>)> = root
+                .query("SELECT ID, USER, COMMAND, STATE, INFO FROM information_schema.PROCESSLIST")
+                .await
+                .unwrap();
+            panic!(
+                "{via}: the second client is not waiting for the lock after {:?} \
+                 (finished: {}); transactions: {trx:#?}; processes: {processes:#?}",
+                start.elapsed(),
+                waiting.is_finished()
+            );
+        }
+        // InnoDB has no event for a lock wait that began. Its
+        // information_schema tables are a cache that is refreshed only when
+        // it has not been *read* for 100 ms (`trx_i_s_cache`'s `last_read`):
+        // polling faster than that can see a stale snapshot forever.
+        tokio::time::sleep(Duration::from_millis(150)).await;
     }
 }
 
@@ -480,7 +500,7 @@ async fn killed_client_releases_its_locks_within_a_second() {
                 .await;
             (r, Instant::now())
         });
-        wait_lock_wait(&mut root).await;
+        wait_lock_wait(via, &mut root, &waiting).await;
         holder.start_kill().unwrap();
         let killed = Instant::now();
         let (result, got) = bounded("the waiter's UPDATE", Duration::from_secs(60), waiting)

@@ -91,7 +91,8 @@ async fn no_open_transactions(direct: &mut mysql_async::Conn, within: Duration) 
             start.elapsed() < within,
             "{open:?} backend transactions still open after {within:?}"
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // INNODB_TRX is refreshed only after 100 ms without a read.
+        tokio::time::sleep(Duration::from_millis(150)).await;
     }
 }
 
