@@ -428,7 +428,8 @@ async fn wait_lock_wait<T: std::fmt::Debug>(
                 .query("SELECT trx_state, trx_query FROM information_schema.INNODB_TRX")
                 .await
                 .unwrap();
-            let processes: Vec<(u64, String, String, Option<String>, Option<String>)> = root
+            type Process = (u64, String, String, Option<String>, Option<String>);
+            let processes: Vec<Process> = root
                 .query("SELECT ID, USER, COMMAND, STATE, INFO FROM information_schema.PROCESSLIST")
                 .await
                 .unwrap();
