@@ -105,9 +105,10 @@ pub(super) async fn send(
     request: http::Request<Bytes>,
 ) -> Result<http::Response<RecvStream>, ClientError> {
     let (mut parts, body) = request.into_parts();
-    parts
-        .headers
-        .insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(body.len()));
+    parts.headers.insert(
+        http::header::CONTENT_LENGTH,
+        http::HeaderValue::from(body.len()),
+    );
     let mut send = send
         .clone()
         .ready()
