@@ -248,12 +248,14 @@ async fn compression_both_ways() {
 }
 
 /// Forwards TCP and UDP arriving on one port to the gateway, like the
-/// network between a sidecar and its gateway. UDP can be black-holed
-/// (dropped silently in both directions, as a firewall does) and every
-/// connection cut (a gateway that died: TCP closes, UDP goes silent).
+/// network between a sidecar and its gateway. UDP and TCP can be
+/// black-holed (dropped silently in both directions, as a firewall does,
+/// connections left open) and every connection cut (a gateway that died:
+/// TCP closes, UDP goes silent).
 struct Relay {
     addr: SocketAddr,
     udp_open: Arc<AtomicBool>,
+    tcp_open: Arc<AtomicBool>,
     connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -272,8 +274,14 @@ impl Relay {
         };
         let addr = tcp.local_addr().unwrap();
         let udp_open = Arc::new(AtomicBool::new(true));
+        let tcp_open = Arc::new(AtomicBool::new(true));
         let connections = Arc::new(Mutex::new(Vec::new()));
-        let mut tasks = vec![tokio::spawn(forward_tcp(tcp, target, connections.clone()))];
+        let mut tasks = vec![tokio::spawn(forward_tcp(
+            tcp,
+            target,
+            tcp_open.clone(),
+            connections.clone(),
+        ))];
         if udp {
             tasks.push(tokio::spawn(forward_udp(
                 Arc::new(udp_socket),
@@ -285,6 +293,7 @@ impl Relay {
         Self {
             addr,
             udp_open,
+            tcp_open,
             connections,
             tasks,
         }
@@ -292,6 +301,12 @@ impl Relay {
 
     fn set_udp(&self, open: bool) {
         self.udp_open.store(open, Ordering::SeqCst);
+    }
+
+    /// From now on TCP bytes go nowhere, both ways; the connections stay
+    /// open (a peer that froze, or a path that dropped them).
+    fn silence_tcp(&self) {
+        self.tcp_open.store(false, Ordering::SeqCst);
     }
 
     /// Cuts every TCP connection and silences UDP.
@@ -315,16 +330,40 @@ impl Drop for Relay {
 async fn forward_tcp(
     listener: TcpListener,
     target: SocketAddr,
+    open: Arc<AtomicBool>,
     connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
 ) {
-    while let Ok((mut inbound, _)) = listener.accept().await {
+    while let Ok((inbound, _)) = listener.accept().await {
+        let open = open.clone();
         let task = tokio::spawn(async move {
-            if let Ok(mut outbound) = TcpStream::connect(target).await {
-                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+            if let Ok(outbound) = TcpStream::connect(target).await {
+                let (from_client, to_client) = inbound.into_split();
+                let (from_gateway, to_gateway) = outbound.into_split();
+                tokio::join!(
+                    forward_bytes(from_client, to_gateway, &open),
+                    forward_bytes(from_gateway, to_client, &open),
+                );
             }
         });
         connections.lock().unwrap().push(task);
     }
+}
+
+/// Copies one direction of a TCP connection while `open`; after, what
+/// arrives is read and dropped.
+async fn forward_bytes(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    open: &AtomicBool,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 65536];
+    while let Ok(n @ 1..) = from.read(&mut buf).await {
+        if open.load(Ordering::SeqCst) && to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+    let _ = to.shutdown().await;
 }
 
 async fn forward_udp(
@@ -688,6 +727,41 @@ async fn in_flight_call_is_lost_not_retried() {
             Some("1"),
             "{transport:?}"
         );
+    }
+}
+
+/// An HTTP/2 path that goes silent (nothing closes, nothing answers) is
+/// given up once a keep-alive PING goes unanswered for `idle_timeout`:
+/// the call in flight fails as `Lost` instead of waiting for an answer
+/// that cannot come, and the client connects again.
+#[tokio::test(flavor = "multi_thread")]
+async fn silent_http2_path_is_given_up_after_an_unanswered_ping() {
+    let stack = Stack::start().await;
+    let direct = client(stack.addr(), &stack.cert, Http2);
+    let relay = Relay::start(stack.addr(), false).await;
+    let mut config = client_config(relay.addr, &stack.cert, Http2);
+    config.keep_alive = Duration::from_millis(200);
+    config.idle_timeout = Duration::from_millis(600);
+    let client = Client::new(config).unwrap();
+    client.ready().await.unwrap();
+    let call = {
+        let client = client.clone();
+        tokio::spawn(async move { client.execute(None, "SELECT SLEEP(20)", no_binds()).await })
+    };
+    // The statement is running at the backend: the request went through.
+    let running = "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+                   WHERE INFO = 'SELECT SLEEP(20)'";
+    while scalar(&execute(&direct, None, running).await.message).as_deref() != Some("1") {
+        tokio::task::yield_now().await;
+    }
+    relay.silence_tcp();
+    let outcome = tokio::time::timeout(Duration::from_secs(10), call)
+        .await
+        .expect("the call ends before its statement would (20 s)")
+        .unwrap();
+    match outcome {
+        Err(e @ CallError::Lost(_)) => assert!(e.may_have_executed()),
+        other => panic!("{other:?}"),
     }
 }
 

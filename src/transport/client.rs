@@ -7,12 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio_util::sync::CancellationToken;
 
 use super::HttpVersion;
+use super::client_h2;
 use super::quic::{Congestion, PathActivity, client_transport_config, udp_socket};
 use super::tcp::TcpCongestion;
 use super::tls::{ALPN_H2, ALPN_H3};
@@ -58,7 +56,7 @@ pub enum Connection {
         conn: quinn::Connection,
     },
     H2 {
-        send: hyper::client::conn::http2::SendRequest<Full<Bytes>>,
+        send: h2::client::SendRequest<Bytes>,
         /// Cancelled when the connection task has ended.
         done: CancellationToken,
     },
@@ -79,7 +77,7 @@ type H3Stream = h3::client::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
 
 enum ResponseBody {
     H3(Box<H3Exchange>),
-    H2(Incoming),
+    H2(h2::RecvStream),
 }
 
 /// An HTTP/3 request stream that is cancelled if it is dropped before its
@@ -174,8 +172,8 @@ impl Connection {
         })
     }
 
-    /// Opens an HTTP/2 connection over TLS to `addr` (hyper's PING
-    /// defaults: 15 s interval, 20 s timeout).
+    /// Opens an HTTP/2 connection over TLS to `addr` (PINGs every 15 s,
+    /// each answered within 20 s).
     pub async fn connect_h2(
         addr: SocketAddr,
         server_name: &str,
@@ -221,34 +219,20 @@ impl Connection {
             .connect(name, tcp)
             .await
             .map_err(|e| err(&e))?;
-        let (send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .initial_stream_window_size(8 << 20)
-            .initial_connection_window_size(32 << 20)
-            .keep_alive_interval(options.keep_alive)
-            .keep_alive_timeout(options.idle_timeout)
-            .keep_alive_while_idle(true)
+        let settings = client_h2::Settings {
+            stream_window: 8 << 20,
+            connection_window: 32 << 20,
             // Streams we cancel (a client that hung up mid-result, KILL
             // QUERY) are remembered while frames already sent for them
             // arrive, so those are dropped quietly; h2 keeps 50 by default,
             // and forgets the rest at once under load.
-            .max_concurrent_reset_streams(REMEMBERED_RESET_STREAMS)
-            // h2 answers each frame for a stream it has forgotten with
-            // RST_STREAM and, after 1024 such answers in a connection's
-            // life (never reset), closes the connection as a defence
-            // against servers that provoke them. Against our gateway that
-            // only means a long-lived, busy connection is eventually torn
-            // down with every request on it: statements lost for nothing.
-            .max_local_error_reset_streams(None)
-            .handshake(TokioIo::new(stream))
+            reset_streams: REMEMBERED_RESET_STREAMS,
+            keep_alive: options.keep_alive,
+            ping_timeout: options.idle_timeout,
+        };
+        let (send, done) = client_h2::handshake(stream, &settings)
             .await
             .map_err(|e| err(&e))?;
-        let done = CancellationToken::new();
-        let done_tx = done.clone();
-        tokio::spawn(async move {
-            let _ = conn.await;
-            done_tx.cancel();
-        });
         Ok(Self::H2 { send, done })
     }
 
@@ -272,7 +256,7 @@ impl Connection {
     pub fn is_open(&self) -> bool {
         match self {
             Self::H3 { conn, .. } => conn.close_reason().is_none(),
-            Self::H2 { send, done, .. } => !send.is_closed() && !done.is_cancelled(),
+            Self::H2 { done, .. } => !done.is_cancelled(),
         }
     }
 
@@ -334,29 +318,8 @@ impl Connection {
                 })
             }
             Self::H2 { send, .. } => {
-                let mut send = send.clone();
-                send.ready()
-                    .await
-                    .map_err(|e| ClientError::NotSent(describe(&e)))?;
-                let response = send
-                    .try_send_request(request.map(Full::new))
-                    .await
-                    .map_err(|mut e| {
-                        // hyper hands back the requests it never started
-                        // to write; any other failure may have reached the
-                        // server.
-                        if e.take_message().is_some() {
-                            return ClientError::NotSent(describe(&e.into_error()));
-                        }
-                        let e = e.into_error();
-                        if unprocessed_h2(&e) {
-                            ClientError::NotSent(describe(&e))
-                        } else {
-                            ClientError::Broken(describe(&e))
-                        }
-                    })?;
-                let (head, body) = response.into_parts();
-                // hyper keeps the connection up while a body is unread.
+                let (head, body) = client_h2::send(send, request).await?.into_parts();
+                // h2 keeps the connection up while a stream is open.
                 Ok(ResponseStream {
                     head,
                     body: ResponseBody::H2(body),
@@ -371,24 +334,6 @@ impl Connection {
 fn rejected(e: &h3::error::StreamError) -> bool {
     matches!(e, h3::error::StreamError::RemoteTerminate { code, .. }
         if *code == h3::error::Code::H3_REQUEST_REJECTED)
-}
-
-/// Whether HTTP/2 says the request was not processed (RFC 9113 §8.7): a
-/// graceful GOAWAY that came before its stream (h2 fails only streams
-/// above the GOAWAY's last stream id, or not yet opened, this way; a
-/// connection that breaks under a processed stream fails it otherwise),
-/// or a REFUSED_STREAM reset.
-fn unprocessed_h2(e: &hyper::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(cause) = source {
-        if let Some(h2) = cause.downcast_ref::<h2::Error>() {
-            return h2.is_remote()
-                && ((h2.is_go_away() && h2.reason() == Some(h2::Reason::NO_ERROR))
-                    || (h2.is_reset() && h2.reason() == Some(h2::Reason::REFUSED_STREAM)));
-        }
-        source = cause.source();
-    }
-    false
 }
 
 /// An error with its causes: hyper's own text is only the kind ("http2
@@ -418,17 +363,7 @@ impl ResponseStream {
                 Ok(None) => Ok(None),
                 Err(e) => Err(ClientError::Broken(describe(&e))),
             },
-            ResponseBody::H2(body) => loop {
-                match body.frame().await {
-                    None => return Ok(None),
-                    Some(Err(e)) => return Err(ClientError::Broken(describe(&e))),
-                    Some(Ok(frame)) => {
-                        if let Ok(data) = frame.into_data() {
-                            return Ok(Some(data));
-                        }
-                    }
-                }
-            },
+            ResponseBody::H2(body) => client_h2::chunk(body).await,
         }
     }
 

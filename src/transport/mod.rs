@@ -5,6 +5,7 @@
 pub mod activity;
 pub mod admission;
 pub mod client;
+mod client_h2;
 pub mod congestion;
 pub mod counting_io;
 pub mod h2_server;
