@@ -1,0 +1,186 @@
+//! How hard to compress a response, chosen from what the link it leaves on
+//! has shown (issue 15: "when the link, not the CPU, is the bottleneck,
+//! spend more CPU on compression").
+//!
+//! A pure function of measured figures, so it can be tested without a
+//! network: [`effort_for`] takes the link's drain rate (measured by the
+//! response stream from how long the transport took to take each message)
+//! and its round-trip time, and picks the zstd level (or none) that moves a
+//! byte of rows across soonest: compression time per byte plus the time its
+//! output takes on the link.
+//!
+//! Compressing and writing run one after the other on the response's task
+//! (`Chunks::with_producer`), so the two times add. On a link faster than
+//! ~150 MB/s no level pays for itself: every compressed byte costs more CPU
+//! than the bytes it saves take to send.
+
+use std::time::Duration;
+
+/// What is known of the link a response leaves on.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LinkEstimate {
+    /// Bytes per second the transport took while the response waited on it
+    /// (the link, or the reader behind it, was the bottleneck). `None`
+    /// until a response on this connection has had to wait.
+    pub drain_rate: Option<f64>,
+    /// The connection's smoothed round-trip time, if the transport says.
+    pub rtt: Option<Duration>,
+}
+
+/// How to encode one message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Effort {
+    /// Send it as it is: compressing would cost more time than it saves.
+    None,
+    /// Compress; with zstd at this level (other encodings have one level).
+    Zstd(i32),
+}
+
+/// The level used when nothing has been measured yet on a link that is
+/// not known to be near: what both roles used before the level was chosen
+/// per link (see `compression.rs`), safe on a slow WAN.
+pub const DEFAULT_LEVEL: i32 = super::compression::ZSTD_LEVEL;
+
+/// A connection with a round trip below this is taken as near (the same
+/// host, rack or zone: links of gigabits per second) until a response
+/// measures otherwise: its first messages go uncompressed.
+pub const NEAR_RTT: Duration = Duration::from_millis(3);
+
+/// One zstd level on the gateway's streamed rows: the benchmark table's
+/// large SELECT encoded as psdb messages of 256 KiB, compressed one by one
+/// (`cargo bench --bench codec -- --levels`, README "Codec").
+struct LevelCost {
+    level: i32,
+    /// Input bytes per output byte.
+    ratio: f64,
+    /// Compression time per input byte.
+    ns_per_byte: f64,
+}
+
+/// Levels worth choosing (the others are slower for no smaller output on
+/// these rows); measured 2026-11-24 on the 2-core VM.
+const LEVELS: [LevelCost; 4] = [
+    LevelCost {
+        level: -3,
+        ratio: 2.2,
+        ns_per_byte: 2.0,
+    },
+    LevelCost {
+        level: 1,
+        ratio: 2.76,
+        ns_per_byte: 4.2,
+    },
+    LevelCost {
+        level: 6,
+        ratio: 2.86,
+        ns_per_byte: 49.0,
+    },
+    LevelCost {
+        level: 19,
+        ratio: 3.08,
+        ns_per_byte: 1407.0,
+    },
+];
+
+/// The effort that gets a byte of rows across soonest on `link`.
+pub fn effort_for(link: LinkEstimate) -> Effort {
+    let Some(rate) = link.drain_rate.filter(|r| r.is_finite() && *r > 0.0) else {
+        return match link.rtt {
+            Some(rtt) if rtt < NEAR_RTT => Effort::None,
+            _ => Effort::Zstd(DEFAULT_LEVEL),
+        };
+    };
+    let link_ns_per_byte = 1e9 / rate;
+    let mut best = (link_ns_per_byte, Effort::None);
+    for cost in &LEVELS {
+        let total = cost.ns_per_byte + link_ns_per_byte / cost.ratio;
+        if total < best.0 {
+            best = (total, Effort::Zstd(cost.level));
+        }
+    }
+    best.1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(bytes_per_second: f64) -> Effort {
+        effort_for(LinkEstimate {
+            drain_rate: Some(bytes_per_second),
+            rtt: None,
+        })
+    }
+
+    const MB: f64 = 1e6;
+
+    #[test]
+    fn a_fast_link_gets_the_bytes_as_they_are() {
+        // Loopback, a sidecar beside its gateway: gigabytes per second.
+        assert_eq!(at(2_000.0 * MB), Effort::None);
+        assert_eq!(at(400.0 * MB), Effort::None);
+    }
+
+    #[test]
+    fn slower_links_get_more_compression() {
+        // 1 Gbit/s: the cheapest level.
+        assert_eq!(at(125.0 * MB), Effort::Zstd(-3));
+        // The table's WAN, 50 Mbit/s.
+        assert_eq!(at(6.25 * MB), Effort::Zstd(1));
+        // A 1 Mbit/s uplink: level 6 saves more time than it costs.
+        assert_eq!(at(0.125 * MB), Effort::Zstd(6));
+        // Slower still: the strongest level.
+        assert_eq!(at(0.01 * MB), Effort::Zstd(19));
+    }
+
+    #[test]
+    fn effort_never_falls_as_the_link_slows() {
+        let rank = |e: Effort| match e {
+            Effort::None => i32::MIN,
+            Effort::Zstd(level) => level,
+        };
+        let mut last = rank(at(10_000.0 * MB));
+        let mut rate = 10_000.0 * MB;
+        while rate > 1_000.0 {
+            rate *= 0.9;
+            let now = rank(at(rate));
+            assert!(now >= last, "at {rate} B/s: {now} after {last}");
+            last = now;
+        }
+    }
+
+    #[test]
+    fn before_any_measurement_the_round_trip_decides() {
+        let near = LinkEstimate {
+            drain_rate: None,
+            rtt: Some(Duration::from_micros(80)),
+        };
+        assert_eq!(effort_for(near), Effort::None);
+        let far = LinkEstimate {
+            drain_rate: None,
+            rtt: Some(Duration::from_millis(50)),
+        };
+        assert_eq!(effort_for(far), Effort::Zstd(DEFAULT_LEVEL));
+        assert_eq!(
+            effort_for(LinkEstimate::default()),
+            Effort::Zstd(DEFAULT_LEVEL)
+        );
+        // A measurement outweighs the round trip either way.
+        let slow_near = LinkEstimate {
+            drain_rate: Some(6.25 * MB),
+            rtt: Some(Duration::from_micros(80)),
+        };
+        assert_eq!(effort_for(slow_near), Effort::Zstd(1));
+    }
+
+    #[test]
+    fn nonsense_measurements_fall_back_to_the_prior() {
+        for rate in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let link = LinkEstimate {
+                drain_rate: Some(rate),
+                rtt: None,
+            };
+            assert_eq!(effort_for(link), Effort::Zstd(DEFAULT_LEVEL), "{rate}");
+        }
+    }
+}
