@@ -308,19 +308,18 @@ mod tests {
         assert_eq!(chunks(true, 1).await, vec![1, 1, 1, 1, 1]);
     }
 
-    /// Streams `batches` of compressible rows through a sink on an unknown
-    /// link to a reader that takes each chunk after `per_chunk` (paused
-    /// clock: the time is the test's, not the machine's); returns each
-    /// row message's compressed flag, in order.
-    async fn flags_with_reader(per_chunk: std::time::Duration, batches: usize) -> Vec<bool> {
-        let (tx, mut rx) = mpsc::channel(2);
+    /// Streams 8 batches of compressible rows through a sink on `link` to a
+    /// reader that takes every chunk; returns each row message's compressed
+    /// flag, in order.
+    async fn row_flags(link: Link) -> Vec<bool> {
+        let (tx, mut rx) = mpsc::channel::<Bytes>(2);
         let target = 64 << 10;
         let reader = tokio::spawn(async move {
             let mut flags = Vec::new();
             while let Some(chunk) = rx.recv().await {
-                tokio::time::sleep(per_chunk).await;
                 let mut buf = BytesMut::from(&chunk[..]);
                 while let Some(envelope) = take_envelope(&mut buf, 1 << 20).unwrap() {
+                    // Row messages: compressed, or larger than the rest.
                     if envelope.payload.len() > 1024 || envelope.is_compressed() {
                         flags.push(envelope.is_compressed());
                     }
@@ -328,12 +327,11 @@ mod tests {
             }
             flags
         });
-        let link = Link::unmeasured();
-        let mut sink = StreamSink::new(Codec::Proto, Encoding::Zstd, 1024, target, tx)
-            .link(link.clone());
+        let mut sink =
+            StreamSink::new(Codec::Proto, Encoding::Zstd, 1024, target, tx).link(link);
         sink.fields(vec![pb::Field::default()]).await;
         let value: Vec<u8> = (0..1000u32).map(|i| (i % 7) as u8 + b'a').collect();
-        for _ in 0..batches * (target / 1000 + 1) {
+        for _ in 0..8 * (target / 1000 + 1) {
             sink.row(pb::Row {
                 lengths: vec![1000],
                 values: value.clone().into(),
@@ -344,26 +342,30 @@ mod tests {
         reader.await.unwrap()
     }
 
-    /// A reader that takes 64 KiB per 100 ms (~650 kB/s, a slow link):
-    /// once the stream has waited on it, messages stay compressed.
-    #[tokio::test(start_paused = true)]
-    async fn a_slow_reader_keeps_messages_compressed() {
-        let flags = flags_with_reader(std::time::Duration::from_millis(100), 8).await;
-        assert_eq!(flags.len(), 8, "{flags:?}");
-        assert!(flags.iter().all(|c| *c), "{flags:?}");
+    /// The link decides each message: a fast one gets them as they are, a
+    /// slow one compressed, whatever encoding was negotiated.
+    #[tokio::test]
+    async fn the_link_decides_whether_rows_are_compressed() {
+        let fast = Link::unmeasured();
+        fast.record_drain(1 << 30, std::time::Duration::from_millis(1));
+        let flags = row_flags(fast).await;
+        assert_eq!(flags, vec![false; 8]);
+        let slow = Link::unmeasured();
+        slow.record_drain(1 << 20, std::time::Duration::from_secs(1));
+        let flags = row_flags(slow).await;
+        assert_eq!(flags, vec![true; 8]);
+        // Nothing known: the default level.
+        assert_eq!(row_flags(Link::default()).await, vec![true; 8]);
     }
 
-    /// A reader that takes chunks at once (a fast link): the first messages
-    /// use the default level (nothing measured yet), and once the stream has
-    /// waited on the transport and seen it drain fast, they go as they are.
-    #[tokio::test(start_paused = true)]
-    async fn a_fast_reader_gets_messages_uncompressed() {
-        let flags = flags_with_reader(std::time::Duration::ZERO, 8).await;
-        assert_eq!(flags.len(), 8, "{flags:?}");
-        assert!(flags[0], "nothing measured yet: {flags:?}");
-        assert!(!flags[flags.len() - 1], "{flags:?}");
-        let switched = flags.iter().position(|c| !c).unwrap();
-        assert!(flags[switched..].iter().all(|c| !c), "{flags:?}");
+    /// A stream that had to wait for the transport records how fast it
+    /// drained, for its later messages and the connection's next streams.
+    #[tokio::test]
+    async fn waiting_on_the_transport_measures_the_link() {
+        let link = Link::unmeasured();
+        assert_eq!(link.estimate().drain_rate, None);
+        row_flags(link.clone()).await;
+        assert!(link.estimate().drain_rate.is_some());
     }
 
     /// Rows that compress to almost nothing still go out batch by batch,
