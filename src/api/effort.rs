@@ -11,8 +11,8 @@
 //!
 //! Compressing and writing run one after the other on the response's task
 //! (`Chunks::with_producer`), so the two times add. On a link faster than
-//! ~150 MB/s no level pays for itself: every compressed byte costs more CPU
-//! than the bytes it saves take to send.
+//! ~45 MB/s (this loaded VM; ~150 MB/s idle) no level pays for itself: every
+//! compressed byte costs more CPU than the bytes it saves take to send.
 
 use std::time::Duration;
 
@@ -57,39 +57,65 @@ struct LevelCost {
     ns_per_byte: f64,
 }
 
-/// Levels worth choosing (the others are slower for no smaller output on
-/// these rows); measured 2026-11-24 on the 2-core VM.
+/// Levels worth choosing on these rows (the rest are slower for output no
+/// smaller: level 3 is larger than level 1 on 256 KiB messages, -7 to -1
+/// barely faster than -3), from `cargo bench --bench codec -- --levels`,
+/// 2026-11-24, on the 2-core VM at a load average of 14 (three builds
+/// beside it): the times are about 3.5× those of an idle run, but that is
+/// the machine a gateway shares, and the ratios between levels hold.
 const LEVELS: [LevelCost; 4] = [
     LevelCost {
         level: -3,
-        ratio: 2.2,
-        ns_per_byte: 2.0,
+        ratio: 1.977,
+        ns_per_byte: 10.87,
     },
     LevelCost {
         level: 1,
-        ratio: 2.76,
-        ns_per_byte: 4.2,
+        ratio: 2.725,
+        ns_per_byte: 15.42,
     },
     LevelCost {
         level: 6,
-        ratio: 2.86,
-        ns_per_byte: 49.0,
+        ratio: 2.835,
+        ns_per_byte: 72.66,
     },
     LevelCost {
         level: 19,
-        ratio: 3.08,
-        ns_per_byte: 1407.0,
+        ratio: 3.075,
+        ns_per_byte: 2296.56,
     },
 ];
 
-/// The effort that gets a byte of rows across soonest on `link`.
+/// The effort for `link`: the one that gets a byte of rows across soonest
+/// at the measured drain rate, but never less than the round trip's floor.
+///
+/// The floor is there because a drain rate measured at the writer also
+/// counts what the transport buffers: the first megabytes of a response
+/// (up to the peer's flow-control window, 8 MiB at our sidecar) are taken
+/// as fast as memory, whatever the link. So a far link (round trip of
+/// `NEAR_RTT` or more, or unknown) is compressed at least at
+/// [`DEFAULT_LEVEL`], and measurements can only raise that; a near one
+/// starts uncompressed, and measurements decide.
 pub fn effort_for(link: LinkEstimate) -> Effort {
-    let Some(rate) = link.drain_rate.filter(|r| r.is_finite() && *r > 0.0) else {
-        return match link.rtt {
-            Some(rtt) if rtt < NEAR_RTT => Effort::None,
-            _ => Effort::Zstd(DEFAULT_LEVEL),
-        };
+    let floor = match link.rtt {
+        Some(rtt) if rtt < NEAR_RTT => Effort::None,
+        _ => Effort::Zstd(DEFAULT_LEVEL),
     };
+    let Some(rate) = link.drain_rate.filter(|r| r.is_finite() && *r > 0.0) else {
+        return floor;
+    };
+    let measured = fastest_at(rate);
+    if rank(measured) >= rank(floor) {
+        measured
+    } else {
+        floor
+    }
+}
+
+/// The level (or none) that moves a byte across soonest at `rate` bytes
+/// per second: compression and writing run one after the other, so their
+/// times add.
+fn fastest_at(rate: f64) -> Effort {
     let link_ns_per_byte = 1e9 / rate;
     let mut best = (link_ns_per_byte, Effort::None);
     for cost in &LEVELS {
@@ -101,14 +127,23 @@ pub fn effort_for(link: LinkEstimate) -> Effort {
     best.1
 }
 
+/// Orders efforts from none to the strongest level.
+fn rank(effort: Effort) -> i32 {
+    match effort {
+        Effort::None => i32::MIN,
+        Effort::Zstd(level) => level,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// On a near link, where measurements decide alone.
     fn at(bytes_per_second: f64) -> Effort {
         effort_for(LinkEstimate {
             drain_rate: Some(bytes_per_second),
-            rtt: None,
+            rtt: Some(Duration::from_micros(80)),
         })
     }
 
@@ -123,8 +158,10 @@ mod tests {
 
     #[test]
     fn slower_links_get_more_compression() {
-        // 1 Gbit/s: the cheapest level.
-        assert_eq!(at(125.0 * MB), Effort::Zstd(-3));
+        // 1 Gbit/s: still faster as it is.
+        assert_eq!(at(125.0 * MB), Effort::None);
+        // 320 Mbit/s: the cheapest level.
+        assert_eq!(at(40.0 * MB), Effort::Zstd(-3));
         // The table's WAN, 50 Mbit/s.
         assert_eq!(at(6.25 * MB), Effort::Zstd(1));
         // A 1 Mbit/s uplink: level 6 saves more time than it costs.
@@ -135,10 +172,6 @@ mod tests {
 
     #[test]
     fn effort_never_falls_as_the_link_slows() {
-        let rank = |e: Effort| match e {
-            Effort::None => i32::MIN,
-            Effort::Zstd(level) => level,
-        };
         let mut last = rank(at(10_000.0 * MB));
         let mut rate = 10_000.0 * MB;
         while rate > 1_000.0 {
@@ -171,6 +204,19 @@ mod tests {
             rtt: Some(Duration::from_micros(80)),
         };
         assert_eq!(effort_for(slow_near), Effort::Zstd(1));
+    }
+
+    #[test]
+    fn a_far_link_is_never_compressed_less_than_the_default() {
+        // What a 50 ms link's transport buffers is taken at memory speed.
+        let far = |rate: f64| LinkEstimate {
+            drain_rate: Some(rate),
+            rtt: Some(Duration::from_millis(50)),
+        };
+        assert_eq!(effort_for(far(2_000.0 * MB)), Effort::Zstd(DEFAULT_LEVEL));
+        assert_eq!(effort_for(far(125.0 * MB)), Effort::Zstd(DEFAULT_LEVEL));
+        // Slow enough, and it is compressed harder.
+        assert_eq!(effort_for(far(0.125 * MB)), Effort::Zstd(6));
     }
 
     #[test]

@@ -346,11 +346,12 @@ mod tests {
     /// slow one compressed, whatever encoding was negotiated.
     #[tokio::test]
     async fn the_link_decides_whether_rows_are_compressed() {
-        let fast = Link::unmeasured();
+        let near = || Link::with_rtt(std::time::Duration::from_micros(80));
+        let fast = near();
         fast.record_drain(1 << 30, std::time::Duration::from_millis(1));
         let flags = row_flags(fast).await;
         assert_eq!(flags, vec![false; 8]);
-        let slow = Link::unmeasured();
+        let slow = near();
         slow.record_drain(1 << 20, std::time::Duration::from_secs(1));
         let flags = row_flags(slow).await;
         assert_eq!(flags, vec![true; 8]);
@@ -362,7 +363,7 @@ mod tests {
     /// drained, for its later messages and the connection's next streams.
     #[tokio::test]
     async fn waiting_on_the_transport_measures_the_link() {
-        let link = Link::unmeasured();
+        let link = Link::with_rtt(std::time::Duration::from_micros(80));
         assert_eq!(link.estimate().drain_rate, None);
         row_flags(link.clone()).await;
         assert!(link.estimate().drain_rate.is_some());

@@ -22,7 +22,7 @@ struct State {
 }
 
 enum Rtt {
-    Unknown,
+    Fixed(Duration),
     Quic(quinn::Connection),
     /// The TCP socket, read with `TCP_INFO`; `open` is cleared before the
     /// descriptor is closed, so a descriptor number reused by another
@@ -31,9 +31,10 @@ enum Rtt {
 }
 
 impl Link {
-    /// A link whose round trip is not known, whose drain is measured.
-    pub fn unmeasured() -> Self {
-        Self::new(Rtt::Unknown)
+    /// A link with a known, fixed round trip (tests; transports without
+    /// their own measurement), whose drain is measured.
+    pub fn with_rtt(rtt: Duration) -> Self {
+        Self::new(Rtt::Fixed(rtt))
     }
 
     pub fn quic(connection: quinn::Connection) -> Self {
@@ -68,7 +69,7 @@ impl Link {
         LinkEstimate {
             drain_rate: (rate > 0.0).then_some(rate),
             rtt: match &state.rtt {
-                Rtt::Unknown => None,
+                Rtt::Fixed(rtt) => Some(*rtt),
                 Rtt::Quic(connection) => Some(connection.rtt()),
                 Rtt::Tcp { fd, open } => open
                     .load(Ordering::Acquire)
@@ -167,7 +168,7 @@ mod tests {
 
     #[test]
     fn drain_samples_are_smoothed_in_time_per_byte() {
-        let link = Link::unmeasured();
+        let link = Link::with_rtt(Duration::from_millis(1));
         link.record_drain(1_000_000, Duration::from_secs(1));
         // One stall at a tenth of the rate moves the estimate a quarter of
         // the way in time per byte: 1 µs/B → 0.75 + 2.5 = 3.25 µs/B.
