@@ -182,7 +182,14 @@ fn streamed_select_levels() {
         if level == 1 {
             level1 = Some((c_s_per_mb, out_per_mb));
         }
-        rows.push((level, input as f64 / output as f64, c_s_per_mb, t_d, out_per_mb, vs_none));
+        rows.push((
+            level,
+            input as f64 / output as f64,
+            c_s_per_mb,
+            t_d,
+            out_per_mb,
+            vs_none,
+        ));
     }
     let (l1_s, l1_out) = level1.unwrap();
     for (level, ratio, c_s, t_d, out, vs_none) in rows {
@@ -193,7 +200,10 @@ fn streamed_select_levels() {
         } else if out >= l1_out && c_s >= l1_s {
             "never".to_string()
         } else if out >= l1_out {
-            format!("faster; above {:.0} Mbit/s", (out - l1_out) / (l1_s - c_s) * 8.0 / 1e6)
+            format!(
+                "faster; above {:.0} Mbit/s",
+                (out - l1_out) / (l1_s - c_s) * 8.0 / 1e6
+            )
         } else {
             "always".to_string()
         };

@@ -193,7 +193,13 @@ pub fn encode_message<M>(
 where
     M: prost::Message + Serialize,
 {
-    encode_message_with(codec, encoding, compress_min, || Effort::Zstd(ZSTD_LEVEL), message)
+    encode_message_with(
+        codec,
+        encoding,
+        compress_min,
+        || Effort::Zstd(ZSTD_LEVEL),
+        message,
+    )
 }
 
 /// [`encode_message`] with the effort chosen for the link (asked only for a

@@ -300,7 +300,11 @@ impl Service {
             }
             Method::CloseSession => {
                 let req = wire.codec.decode(&message)?;
-                Ok(self.unary(wire, &request.link, &rpc.close_session(&account, req).await?))
+                Ok(self.unary(
+                    wire,
+                    &request.link,
+                    &rpc.close_session(&account, req).await?,
+                ))
             }
             Method::Execute => {
                 let req = wire.codec.decode(&message)?;

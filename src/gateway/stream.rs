@@ -19,8 +19,8 @@ use crate::api::effort::effort_for;
 use crate::api::pb;
 use crate::api::strict_text::StrictText;
 use crate::api::{ApiError, Codec, Encoding};
-use crate::transport::link::Link;
 use crate::translate::rows::row_size;
+use crate::transport::link::Link;
 
 use super::backend::{Flow, ResultSink, Summary};
 
@@ -327,8 +327,7 @@ mod tests {
             }
             flags
         });
-        let mut sink =
-            StreamSink::new(Codec::Proto, Encoding::Zstd, 1024, target, tx).link(link);
+        let mut sink = StreamSink::new(Codec::Proto, Encoding::Zstd, 1024, target, tx).link(link);
         sink.fields(vec![pb::Field::default()]).await;
         let value: Vec<u8> = (0..1000u32).map(|i| (i % 7) as u8 + b'a').collect();
         for _ in 0..8 * (target / 1000 + 1) {

@@ -8,8 +8,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info_span};
 
 use super::activity::Activity;
-use super::link::Link;
 use super::admission::{PeerSlot, PendingPeers};
+use super::link::Link;
 use super::quic::{Congestion, server_transport_config, udp_socket};
 use super::tls::{ALPN_H3, Identity, TlsError};
 use super::{Body, BodyError, ConnectionLimits, Handler, HttpVersion, Request, RequestBody};

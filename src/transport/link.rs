@@ -27,7 +27,10 @@ enum Rtt {
     /// The TCP socket, read with `TCP_INFO`; `open` is cleared before the
     /// descriptor is closed, so a descriptor number reused by another
     /// socket is never read.
-    Tcp { fd: RawFd, open: AtomicBool },
+    Tcp {
+        fd: RawFd,
+        open: AtomicBool,
+    },
 }
 
 impl Link {
@@ -71,10 +74,9 @@ impl Link {
             rtt: match &state.rtt {
                 Rtt::Fixed(rtt) => Some(*rtt),
                 Rtt::Quic(connection) => Some(connection.rtt()),
-                Rtt::Tcp { fd, open } => open
-                    .load(Ordering::Acquire)
-                    .then(|| tcp_rtt(*fd))
-                    .flatten(),
+                Rtt::Tcp { fd, open } => {
+                    open.load(Ordering::Acquire).then(|| tcp_rtt(*fd)).flatten()
+                }
             },
         }
     }
