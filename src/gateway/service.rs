@@ -293,32 +293,29 @@ impl Service {
             _ => e,
         })?;
         let rpc = &self.rpc;
+        let link = self.link_of(&request.link);
         match method {
             Method::CreateSession => {
                 let _: crate::api::pb::CreateSessionRequest = wire.codec.decode(&message)?;
-                Ok(self.unary(wire, &request.link, &rpc.create_session(&account)?))
+                Ok(self.unary(wire, &link, &rpc.create_session(&account)?))
             }
             Method::CloseSession => {
                 let req = wire.codec.decode(&message)?;
-                Ok(self.unary(
-                    wire,
-                    &request.link,
-                    &rpc.close_session(&account, req).await?,
-                ))
+                Ok(self.unary(wire, &link, &rpc.close_session(&account, req).await?))
             }
             Method::Execute => {
                 let req = wire.codec.decode(&message)?;
                 let service = self.clone();
                 let response =
                     detached(async move { service.rpc.execute(account, req).await }).await?;
-                Ok(self.unary(wire, &request.link, &response))
+                Ok(self.unary(wire, &link, &response))
             }
             Method::Prepare => {
                 let req = wire.codec.decode(&message)?;
                 let service = self.clone();
                 let response =
                     detached(async move { service.rpc.prepare(account, req).await }).await?;
-                Ok(self.unary(wire, &request.link, &response))
+                Ok(self.unary(wire, &link, &response))
             }
             Method::StreamExecute => {
                 let req: crate::api::pb::ExecuteRequest = wire.codec.decode(&message)?;
@@ -332,7 +329,7 @@ impl Service {
                     tx,
                 )
                 .raw_text(wire.raw_text)
-                .link(request.link.clone());
+                .link(link);
                 let service = self.clone();
                 let transport = request.version.as_str();
                 let in_flight = InFlight::new(&self.in_flight);
@@ -357,6 +354,16 @@ impl Service {
                 }
                 Ok(response)
             }
+        }
+    }
+
+    /// The link a response's compression follows: its connection's, or
+    /// with `compression_by_link` off one that knows nothing (level 1).
+    fn link_of(&self, link: &Link) -> Link {
+        if self.rpc.limits.compression_by_link {
+            link.clone()
+        } else {
+            Link::default()
         }
     }
 
