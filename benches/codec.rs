@@ -80,6 +80,7 @@ fn main() {
 /// it the level's extra CPU time is smaller than the time its saved bytes
 /// take on the link (the "pieces" size, as rows are streamed).
 fn zstd_levels() {
+    streamed_select_levels();
     let large = data::large_inserts("large_ins", data::LARGE_INSERT_ROWS).swap_remove(0);
     zstd_levels_of("the large INSERT statement", large.as_bytes());
     zstd_levels_of(
@@ -134,6 +135,141 @@ fn zstd_levels_of(what: &str, input: &[u8]) {
             t_d.as_secs_f64() * 1e3 / mb,
         );
     }
+}
+
+/// What the gateway compresses for the table's large SELECT: its 10,000
+/// rows as psdb messages of about 256 KiB (`StreamSink`'s target), each
+/// compressed on its own by one reused context, as the gateway does. Per
+/// level: the ratio, the time per MB of input, and the link rate below
+/// which it beats sending the bytes as they are (its CPU time per byte is
+/// less than the time the bytes it saves take on the link) —
+/// `api::effort`'s table.
+fn streamed_select_levels() {
+    let messages = select_messages();
+    let input: usize = messages.iter().map(Vec::len).sum();
+    let mb = input as f64 / 1e6;
+    println!(
+        "\nzstd on the large SELECT's rows as {} streamed messages ({input} bytes); times per MB of input:\n",
+        messages.len()
+    );
+    println!(
+        "| level | ratio | compress ms/MB | decompress ms/MB | beats none below | beats level 1 below |"
+    );
+    println!("|--:|--:|--:|--:|--:|--:|");
+    let mut level1: Option<(f64, f64)> = None;
+    let mut rows = Vec::new();
+    for level in [-7, -5, -3, -1, 1, 2, 3, 6, 9, 19] {
+        let mut ctx = zstd::bulk::Compressor::new(level).unwrap();
+        let packed: Vec<Vec<u8>> = messages.iter().map(|m| ctx.compress(m).unwrap()).collect();
+        let output: usize = packed.iter().map(Vec::len).sum();
+        let runs = if level >= 9 { 1 } else { 5 };
+        let t_c = time(runs, || {
+            for m in &messages {
+                black_box(ctx.compress(black_box(m)).unwrap());
+            }
+        });
+        let mut dctx = zstd::bulk::Decompressor::new().unwrap();
+        let t_d = time(runs, || {
+            for (p, m) in packed.iter().zip(&messages) {
+                black_box(dctx.decompress(black_box(p), m.len()).unwrap());
+            }
+        });
+        let c_s_per_mb = t_c.as_secs_f64() / mb;
+        let out_per_mb = output as f64 / mb;
+        // Saved bytes per MB ÷ CPU seconds per MB = the rate (bytes/s)
+        // at which the two times are equal.
+        let vs_none = (1e6 - out_per_mb) / c_s_per_mb;
+        if level == 1 {
+            level1 = Some((c_s_per_mb, out_per_mb));
+        }
+        rows.push((
+            level,
+            input as f64 / output as f64,
+            c_s_per_mb,
+            t_d,
+            out_per_mb,
+            vs_none,
+        ));
+    }
+    let (l1_s, l1_out) = level1.unwrap();
+    for (level, ratio, c_s, t_d, out, vs_none) in rows {
+        let vs_l1 = if level == 1 {
+            "–".to_string()
+        } else if out < l1_out && c_s > l1_s {
+            format!("{:.0} Mbit/s", (l1_out - out) / (c_s - l1_s) * 8.0 / 1e6)
+        } else if out >= l1_out && c_s >= l1_s {
+            "never".to_string()
+        } else if out >= l1_out {
+            format!(
+                "faster; above {:.0} Mbit/s",
+                (out - l1_out) / (l1_s - c_s) * 8.0 / 1e6
+            )
+        } else {
+            "always".to_string()
+        };
+        println!(
+            "| {level} | {ratio:.3} | {:.2} | {:.2} | {:.0} Mbit/s | {vs_l1} |",
+            c_s * 1e3,
+            t_d.as_secs_f64() * 1e3 / mb,
+            vs_none * 8.0 / 1e6,
+        );
+    }
+}
+
+/// The large table's rows, packed as psdb rows and encoded as the
+/// `ExecuteResponse` messages the gateway streams (~256 KiB of rows each).
+fn select_messages() -> Vec<Vec<u8>> {
+    let mut messages = Vec::new();
+    let mut pending = Vec::new();
+    let mut pending_bytes = 0;
+    let flush = |pending: &mut Vec<pb::Row>, messages: &mut Vec<Vec<u8>>| {
+        let message = pb::ExecuteResponse {
+            result: Some(pb::QueryResult {
+                rows: std::mem::take(pending),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        messages.push(Codec::Proto.encode(&message).to_vec());
+    };
+    for statement in data::large_inserts("large", data::LARGE_INSERT_ROWS) {
+        let values = &statement[statement.find(" VALUES ").unwrap() + 8..];
+        for cells in sql_tuples(values) {
+            let row = pack_row(cells.iter().map(|c| Some(c.as_bytes())));
+            pending_bytes += myquic::translate::rows::row_size(&row);
+            pending.push(row);
+            if pending_bytes >= 256 << 10 {
+                flush(&mut pending, &mut messages);
+                pending_bytes = 0;
+            }
+        }
+    }
+    if !pending.is_empty() {
+        flush(&mut pending, &mut messages);
+    }
+    messages
+}
+
+/// The cells of `(a, 'b', …),(…)` as the server would return them: the
+/// generator's strings hold no quotes or escapes.
+fn sql_tuples(values: &str) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    let (mut row, mut cell, mut quoted) = (Vec::new(), String::new(), false);
+    for ch in values.chars() {
+        match ch {
+            '\'' => quoted = !quoted,
+            _ if quoted => cell.push(ch),
+            '(' => {}
+            ',' if !cell.is_empty() || !row.is_empty() => row.push(std::mem::take(&mut cell)),
+            ')' => {
+                row.push(std::mem::take(&mut cell));
+                rows.push(std::mem::take(&mut row));
+            }
+            ' ' | ',' => {}
+            _ => cell.push(ch),
+        }
+    }
+    rows
 }
 
 fn formats_and_encodings() {

@@ -93,6 +93,12 @@ impl Encoding {
     }
 
     pub fn compress(self, data: &[u8]) -> Bytes {
+        self.compress_at(data, ZSTD_LEVEL)
+    }
+
+    /// [`compress`](Self::compress), with zstd at `zstd_level` (chosen per
+    /// link by [`super::effort`]); the other encodings have one level.
+    pub fn compress_at(self, data: &[u8], zstd_level: i32) -> Bytes {
         match self {
             Self::Identity => Bytes::copy_from_slice(data),
             Self::Gzip => {
@@ -102,7 +108,13 @@ impl Encoding {
                 enc.finish().expect("writing to a Vec cannot fail").into()
             }
             Self::Zstd => ZSTD
-                .with_borrow_mut(|z| z.compressor.compress(data))
+                .with_borrow_mut(|z| {
+                    if z.level != zstd_level {
+                        z.compressor.set_compression_level(zstd_level)?;
+                        z.level = zstd_level;
+                    }
+                    z.compressor.compress(data)
+                })
                 .expect("zstd compression into memory cannot fail")
                 .into(),
             Self::Snappy => {
@@ -161,7 +173,8 @@ impl Encoding {
     }
 }
 
-/// Level 1. On the benchmark's rows (`cargo bench --bench codec --
+/// Level 1 where nothing chooses another (requests, and responses before
+/// their link is measured: see [`super::effort`]). On the benchmark's rows (`cargo bench --bench codec --
 /// --levels`, README "Codec") it compresses 256 KiB pieces — the size rows
 /// are streamed in — *smaller* than level 3 (2.76× against 2.66×) in half
 /// the time (4.2 against 7.7 ms/MB); a whole message ends up 2–3 % larger,
@@ -169,16 +182,20 @@ impl Encoding {
 /// Higher levels save at most 7 % more below level 12 and cost 6–60×
 /// the CPU: they pay off only below ~5 Mbit/s. snappy-class codecs stay
 /// near 2×.
-const ZSTD_LEVEL: i32 = 1;
+pub const ZSTD_LEVEL: i32 = 1;
 
 struct ZstdContexts {
     compressor: zstd::bulk::Compressor<'static>,
+    /// The compressor's level now (a context keeps its tables across
+    /// messages; only the parameter changes).
+    level: i32,
     decompressor: zstd::bulk::Decompressor<'static>,
 }
 
 thread_local! {
     static ZSTD: RefCell<ZstdContexts> = RefCell::new(ZstdContexts {
         compressor: zstd::bulk::Compressor::new(ZSTD_LEVEL).expect("a zstd context"),
+        level: ZSTD_LEVEL,
         decompressor: zstd::bulk::Decompressor::new().expect("a zstd context"),
     });
 }
@@ -237,6 +254,17 @@ mod tests {
             let packed = enc.compress(&data);
             let back = enc.decompress(packed, data.len()).unwrap();
             assert_eq!(&back[..], &data[..], "{enc:?}");
+        }
+    }
+
+    #[test]
+    fn every_chosen_zstd_level_round_trips_on_one_context() {
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        // Levels change between messages on the same thread's context.
+        for level in [1, -3, 6, -3, 19, 1] {
+            let packed = Encoding::Zstd.compress_at(&data, level);
+            let back = Encoding::Zstd.decompress(packed, data.len()).unwrap();
+            assert_eq!(&back[..], &data[..], "level {level}");
         }
     }
 

@@ -6,7 +6,8 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::{Serialize, de::DeserializeOwned};
 
-use super::compression::Encoding;
+use super::compression::{Encoding, ZSTD_LEVEL};
+use super::effort::Effort;
 use super::error::{ApiError, Code};
 
 /// How a message body is serialised.
@@ -192,11 +193,35 @@ pub fn encode_message<M>(
 where
     M: prost::Message + Serialize,
 {
+    encode_message_with(
+        codec,
+        encoding,
+        compress_min,
+        || Effort::Zstd(ZSTD_LEVEL),
+        message,
+    )
+}
+
+/// [`encode_message`] with the effort chosen for the link (asked only for a
+/// message large enough to compress): [`Effort::None`] sends it as it is,
+/// its flag clear, whatever the negotiated encoding.
+pub fn encode_message_with<M>(
+    codec: Codec,
+    encoding: Encoding,
+    compress_min: usize,
+    effort: impl FnOnce() -> Effort,
+    message: &M,
+) -> (Bytes, bool)
+where
+    M: prost::Message + Serialize,
+{
     let raw = codec.encode(message);
-    if encoding != Encoding::Identity && raw.len() >= compress_min {
-        (encoding.compress(&raw), true)
-    } else {
-        (raw, false)
+    if encoding == Encoding::Identity || raw.len() < compress_min {
+        return (raw, false);
+    }
+    match effort() {
+        Effort::None => (raw, false),
+        Effort::Zstd(level) => (encoding.compress_at(&raw, level), true),
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub mod compression;
 pub mod connect;
+pub mod effort;
 pub mod error;
 pub mod pb;
 mod s2_stream;

@@ -224,6 +224,12 @@ pub struct Limits {
     pub query_timeout: Duration,
     /// Response bodies smaller than this are not compressed.
     pub compress_min_bytes: usize,
+    /// How hard to compress each response message is chosen from its
+    /// connection's link (`api::effort`): a near link gets it uncompressed
+    /// until measured slow. `false`: every message from
+    /// `compress_min_bytes` on is compressed with the negotiated encoding
+    /// (zstd at level 1), whatever the link.
+    pub compression_by_link: bool,
     /// Concurrent requests (streams) on one HTTP/2 or HTTP/3 connection.
     pub max_streams_per_connection: u32,
     /// Connections one IP address may hold before a request on them has
@@ -313,6 +319,7 @@ impl Default for Limits {
             stream_message_bytes: 256 << 10,
             query_timeout: Duration::from_secs(900),
             compress_min_bytes: 1024,
+            compression_by_link: true,
             max_streams_per_connection: 4096,
             max_pending_connections_per_peer: 64,
         }

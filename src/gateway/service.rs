@@ -28,7 +28,9 @@ use crate::transport::{Body, BodyError, Chunks, Handler, Request, Response};
 use super::auth::{Account, Accounts};
 use super::rpc::Rpc;
 use super::stream::StreamSink;
-use crate::api::connect::encode_message;
+use crate::api::connect::encode_message_with;
+use crate::api::effort::effort_for;
+use crate::transport::link::Link;
 
 /// A refused request's body is read and dropped when it declares at most
 /// this many bytes, within this long (see `Service::dispatch`).
@@ -291,28 +293,29 @@ impl Service {
             _ => e,
         })?;
         let rpc = &self.rpc;
+        let link = self.link_of(&request.link);
         match method {
             Method::CreateSession => {
                 let _: crate::api::pb::CreateSessionRequest = wire.codec.decode(&message)?;
-                Ok(self.unary(wire, &rpc.create_session(&account)?))
+                Ok(self.unary(wire, &link, &rpc.create_session(&account)?))
             }
             Method::CloseSession => {
                 let req = wire.codec.decode(&message)?;
-                Ok(self.unary(wire, &rpc.close_session(&account, req).await?))
+                Ok(self.unary(wire, &link, &rpc.close_session(&account, req).await?))
             }
             Method::Execute => {
                 let req = wire.codec.decode(&message)?;
                 let service = self.clone();
                 let response =
                     detached(async move { service.rpc.execute(account, req).await }).await?;
-                Ok(self.unary(wire, &response))
+                Ok(self.unary(wire, &link, &response))
             }
             Method::Prepare => {
                 let req = wire.codec.decode(&message)?;
                 let service = self.clone();
                 let response =
                     detached(async move { service.rpc.prepare(account, req).await }).await?;
-                Ok(self.unary(wire, &response))
+                Ok(self.unary(wire, &link, &response))
             }
             Method::StreamExecute => {
                 let req: crate::api::pb::ExecuteRequest = wire.codec.decode(&message)?;
@@ -325,7 +328,8 @@ impl Service {
                     limits.stream_message_bytes,
                     tx,
                 )
-                .raw_text(wire.raw_text);
+                .raw_text(wire.raw_text)
+                .link(link);
                 let service = self.clone();
                 let transport = request.version.as_str();
                 let in_flight = InFlight::new(&self.in_flight);
@@ -353,9 +357,20 @@ impl Service {
         }
     }
 
+    /// The link a response's compression follows: its connection's, or
+    /// with `compression_by_link` off one that knows nothing (level 1).
+    fn link_of(&self, link: &Link) -> Link {
+        if self.rpc.limits.compression_by_link {
+            link.clone()
+        } else {
+            Link::default()
+        }
+    }
+
     fn unary<M: prost::Message + serde::Serialize + StrictText>(
         &self,
         wire: Wire,
+        link: &Link,
         message: &M,
     ) -> Response {
         let min = self.rpc.limits.compress_min_bytes;
@@ -365,7 +380,9 @@ impl Service {
             message.strict_text()
         };
         let message = strict.as_ref().unwrap_or(message);
-        let (body, compressed) = encode_message(wire.codec, wire.response_encoding, min, message);
+        let effort = || effort_for(link.estimate());
+        let (body, compressed) =
+            encode_message_with(wire.codec, wire.response_encoding, min, effort, message);
         let mut headers = base_headers(wire);
         if compressed {
             headers.insert(

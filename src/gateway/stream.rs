@@ -7,14 +7,20 @@
 //! stream) leaves as one chunk, one DATA frame, one write, rather than
 //! five, which is most of the cost of a point query on both ends.
 
+use std::collections::VecDeque;
+
 use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::time::Instant;
 
-use crate::api::connect::{FLAG_COMPRESSED, encode_message, end_stream, put_envelope};
+use crate::api::connect::{FLAG_COMPRESSED, encode_message_with, end_stream, put_envelope};
+use crate::api::effort::effort_for;
 use crate::api::pb;
 use crate::api::strict_text::StrictText;
 use crate::api::{ApiError, Codec, Encoding};
 use crate::translate::rows::row_size;
+use crate::transport::link::Link;
 
 use super::backend::{Flow, ResultSink, Summary};
 
@@ -25,6 +31,12 @@ pub struct StreamSink {
     /// Rows are batched until a message reaches about this size.
     target: usize,
     tx: mpsc::Sender<Bytes>,
+    /// Where the response goes: how hard to compress is chosen from it,
+    /// and what the transport's pace shows is recorded in it.
+    link: Link,
+    /// Sizes of the chunks in the channel, oldest first: when the channel
+    /// is full, the transport's next take is the oldest.
+    queued: VecDeque<usize>,
     /// Envelopes not yet handed to the transport.
     out: BytesMut,
     /// The statement has one result: its end need not go out before the
@@ -53,6 +65,8 @@ impl StreamSink {
             compress_min,
             target,
             tx,
+            link: Link::default(),
+            queued: VecDeque::new(),
             out: BytesMut::new(),
             single_result: false,
             pending: Vec::new(),
@@ -60,6 +74,12 @@ impl StreamSink {
             closed: false,
             raw_text: false,
         }
+    }
+
+    /// The connection the response leaves on (see [`Link`]).
+    pub fn link(mut self, link: Link) -> Self {
+        self.link = link;
+        self
     }
 
     /// Whether the client takes text fields that are not UTF-8
@@ -111,14 +131,36 @@ impl StreamSink {
         self.push().await;
     }
 
-    /// Hands the gathered envelopes to the transport.
+    /// Hands the gathered envelopes to the transport. When the channel is
+    /// full, how long the transport takes to make room is how fast it
+    /// drains (the statement and the writes run one after the other on
+    /// the response's task: the wait is the write of the oldest chunk).
     async fn push(&mut self) {
         if self.closed || self.out.is_empty() {
             return;
         }
         let chunk = self.out.split().freeze();
-        if self.tx.send(chunk).await.is_err() {
-            self.closed = true;
+        let len = chunk.len();
+        match self.tx.try_send(chunk) {
+            Ok(()) => {}
+            Err(TrySendError::Full(chunk)) => {
+                let waiting = Instant::now();
+                if self.tx.send(chunk).await.is_err() {
+                    self.closed = true;
+                    return;
+                }
+                let drained = self.queued.pop_front().unwrap_or(len);
+                self.link.record_drain(drained, waiting.elapsed());
+            }
+            Err(TrySendError::Closed(_)) => {
+                self.closed = true;
+                return;
+            }
+        }
+        self.queued.push_back(len);
+        // Only the chunks that can still be in the channel.
+        while self.queued.len() > self.tx.max_capacity() {
+            self.queued.pop_front();
         }
     }
 
@@ -132,8 +174,14 @@ impl StreamSink {
             message.strict_text()
         };
         let message = strict.as_ref().unwrap_or(message);
-        let (payload, compressed) =
-            encode_message(self.codec, self.encoding, self.compress_min, message);
+        let link = &self.link;
+        let (payload, compressed) = encode_message_with(
+            self.codec,
+            self.encoding,
+            self.compress_min,
+            || effort_for(link.estimate()),
+            message,
+        );
         let flags = if compressed { FLAG_COMPRESSED } else { 0 };
         crate::admin::metrics::metrics()
             .gateway
@@ -258,6 +306,66 @@ mod tests {
         assert_eq!(chunks(false, 256 << 10).await, vec![3, 2]);
         // A chunk never grows much past the target.
         assert_eq!(chunks(true, 1).await, vec![1, 1, 1, 1, 1]);
+    }
+
+    /// Streams 8 batches of compressible rows through a sink on `link` to a
+    /// reader that takes every chunk; returns each row message's compressed
+    /// flag, in order.
+    async fn row_flags(link: Link) -> Vec<bool> {
+        let (tx, mut rx) = mpsc::channel::<Bytes>(2);
+        let target = 64 << 10;
+        let reader = tokio::spawn(async move {
+            let mut flags = Vec::new();
+            while let Some(chunk) = rx.recv().await {
+                let mut buf = BytesMut::from(&chunk[..]);
+                while let Some(envelope) = take_envelope(&mut buf, 1 << 20).unwrap() {
+                    // Row messages: compressed, or larger than the rest.
+                    if envelope.payload.len() > 1024 || envelope.is_compressed() {
+                        flags.push(envelope.is_compressed());
+                    }
+                }
+            }
+            flags
+        });
+        let mut sink = StreamSink::new(Codec::Proto, Encoding::Zstd, 1024, target, tx).link(link);
+        sink.fields(vec![pb::Field::default()]).await;
+        let value: Vec<u8> = (0..1000u32).map(|i| (i % 7) as u8 + b'a').collect();
+        for _ in 0..8 * (target / 1000 + 1) {
+            sink.row(pb::Row {
+                lengths: vec![1000],
+                values: value.clone().into(),
+            })
+            .await;
+        }
+        sink.finish(None, None).await;
+        reader.await.unwrap()
+    }
+
+    /// The link decides each message: a fast one gets them as they are, a
+    /// slow one compressed, whatever encoding was negotiated.
+    #[tokio::test]
+    async fn the_link_decides_whether_rows_are_compressed() {
+        let near = || Link::with_rtt(std::time::Duration::from_micros(80));
+        let fast = near();
+        fast.record_drain(1 << 30, std::time::Duration::from_millis(1));
+        let flags = row_flags(fast).await;
+        assert_eq!(flags, vec![false; 8]);
+        let slow = near();
+        slow.record_drain(1 << 20, std::time::Duration::from_secs(1));
+        let flags = row_flags(slow).await;
+        assert_eq!(flags, vec![true; 8]);
+        // Nothing known: the default level.
+        assert_eq!(row_flags(Link::default()).await, vec![true; 8]);
+    }
+
+    /// A stream that had to wait for the transport records how fast it
+    /// drained, for its later messages and the connection's next streams.
+    #[tokio::test]
+    async fn waiting_on_the_transport_measures_the_link() {
+        let link = Link::with_rtt(std::time::Duration::from_micros(80));
+        assert_eq!(link.estimate().drain_rate, None);
+        row_flags(link.clone()).await;
+        assert!(link.estimate().drain_rate.is_some());
     }
 
     /// Rows that compress to almost nothing still go out batch by batch,

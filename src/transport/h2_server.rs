@@ -2,6 +2,7 @@
 //! as the HTTP/3 UDP port, advertising HTTP/3 with `Alt-Svc`.
 
 use std::convert::Infallible;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -16,6 +17,7 @@ use tracing::{Instrument, debug, info_span};
 use super::activity::{Activity, InFlight};
 use super::admission::{PeerSlot, PendingPeers};
 use super::counting_io::CountingIo;
+use super::link::Link;
 use super::tls::{ALPN_H2, ALPN_HTTP1, Identity, TlsError};
 use super::{Body, BodyError, ConnectionLimits, Handler, HttpVersion, Request, RequestBody};
 
@@ -104,6 +106,7 @@ struct Connection {
 impl Connection {
     async fn serve(self, tcp: TcpStream, shutdown: CancellationToken) {
         let limits = self.limits;
+        let fd = tcp.as_raw_fd();
         // Nothing can be in flight before the handshake: a drain simply
         // closes the connection.
         let tls = tokio::select! {
@@ -122,8 +125,10 @@ impl Connection {
         let io = CountingIo::new(tls);
         let received = io.received.clone();
         let activity = Activity::default();
+        let (link, link_guard) = Link::tcp(fd);
         let service = {
             let activity = activity.clone();
+            let link = link.clone();
             let handler = self.handler.clone();
             let alt_svc = self.alt_svc.clone();
             let slot = self.slot.clone();
@@ -133,8 +138,10 @@ impl Connection {
                 let handler = handler.clone();
                 let alt_svc = alt_svc.clone();
                 let slot = slot.clone();
+                let link = link.clone();
                 async move {
-                    let response = handle(req, &*handler, version, limit, slot, alt_svc).await;
+                    let response =
+                        handle(req, &*handler, version, limit, slot, link, alt_svc).await;
                     Ok::<_, Infallible>(response.map(|body| {
                         Tracked {
                             body,
@@ -163,6 +170,8 @@ impl Connection {
             .adaptive_window(false);
         let conn = builder.serve_connection(TokioIo::new(io), service);
         tokio::pin!(conn);
+        // Declared after the connection, so dropped before its socket closes.
+        let _link_guard = link_guard;
         // HTTP/1.1 bounds its headers itself; HTTP/2's connection preface
         // must arrive in the same time.
         let preface_due = async {
@@ -211,6 +220,7 @@ async fn handle(
     version: HttpVersion,
     limit: usize,
     peer: PeerSlot,
+    link: Link,
     alt_svc: Option<http::HeaderValue>,
 ) -> http::Response<ResponseBody> {
     let (parts, body) = req.into_parts();
@@ -231,6 +241,7 @@ async fn handle(
             body,
             version,
             peer,
+            link,
         })
         .await;
     let body: ResponseBody = match response.body {

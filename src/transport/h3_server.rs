@@ -9,6 +9,7 @@ use tracing::{Instrument, debug, info_span};
 
 use super::activity::Activity;
 use super::admission::{PeerSlot, PendingPeers};
+use super::link::Link;
 use super::quic::{Congestion, server_transport_config, udp_socket};
 use super::tls::{ALPN_H3, Identity, TlsError};
 use super::{Body, BodyError, ConnectionLimits, Handler, HttpVersion, Request, RequestBody};
@@ -127,6 +128,7 @@ impl Connection {
             () = shutdown.cancelled() => return Ok(()),
         };
         let requests = tokio_util::task::TaskTracker::new();
+        let link = Link::quic(quic.clone());
         loop {
             let resolver = tokio::select! {
                 r = h3.accept() => r?,
@@ -171,6 +173,7 @@ impl Connection {
             let in_flight = self.activity.begin();
             let request = RequestContext {
                 handler: self.handler.clone(),
+                link: link.clone(),
                 max_request_bytes: self.max_request_bytes,
                 limits: self.limits,
                 slot: self.slot.clone(),
@@ -194,6 +197,7 @@ const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
 /// What one request's task needs from its connection.
 struct RequestContext {
     handler: Arc<dyn Handler>,
+    link: Link,
     max_request_bytes: usize,
     limits: ConnectionLimits,
     slot: PeerSlot,
@@ -221,6 +225,7 @@ impl RequestContext {
             }),
             version: HttpVersion::Http3,
             peer: self.slot,
+            link: self.link,
         };
         let response = self.handler.handle(request).await;
         let mut head = http::Response::builder().status(response.status).body(())?;

@@ -10,6 +10,7 @@ pub mod congestion;
 pub mod counting_io;
 pub mod h2_server;
 pub mod h3_server;
+pub mod link;
 pub mod quic;
 pub mod run_to_end;
 pub mod tcp;
@@ -53,6 +54,8 @@ pub struct Request {
     /// The connection's place in its peer's quota of connections that have
     /// not authenticated yet; the handler releases it on success.
     pub peer: admission::PeerSlot,
+    /// The connection's link, for choosing how hard to compress.
+    pub link: link::Link,
 }
 
 /// A request body still on the wire. Dropping it unread tells the client
