@@ -11,7 +11,8 @@ use crate::config::Limits;
 use crate::mysql::MysqlError;
 use crate::translate::errors::to_rpc_error;
 use crate::translate::rows::row_size;
-use crate::translate::{bind, statement};
+use crate::translate::sql_text::Dialect;
+use crate::translate::{bind, session_track, statement};
 
 use super::auth::Account;
 use super::backend::{self, BackendError, Flow, JsonLookup, Outcome, ResultSink, Summary};
@@ -184,6 +185,7 @@ impl Rpc {
                 });
             }
         };
+        lease.state.state_changes.clear();
         let mut response = pb::PrepareResponse::default();
         self.backend_packet
             .learn(account.pool(), self.connect_timeout)
@@ -277,6 +279,8 @@ impl Rpc {
         request: &pb::ExecuteRequest,
         sink: &mut S,
     ) -> Ran {
+        // Tracking entries belong to the answer of the statement that made them.
+        lease.state.state_changes.clear();
         let dialect = lease.state.dialect();
         let charset = lease.state.charset_name();
         // A MySQL prepared statement runs as one at the backend (binary.rs).
@@ -413,6 +417,9 @@ impl Rpc {
             Some(names) if ran.error.is_none() => names.record(&mut lease.state),
             _ => self.track_replayable(lease, &effect.sets).await,
         }
+        if ran.error.is_none() && lease.state.tracks_session_state {
+            self.read_state_changes(lease, &sql, &dialect).await;
+        }
         ran
     }
 
@@ -520,6 +527,24 @@ impl Rpc {
             Ok(Err(why)) => state.pin(why),
             Err(BackendError::Connection(_)) => state.conn = None,
             Err(BackendError::Sql(_)) => state.pin("session variables that could not be read back"),
+        }
+    }
+
+    /// The session-state tracking entries of a statement that ran, for a
+    /// client that reads them: the variables a `SET` assigned that the
+    /// session tracks, with their values as the backend shows them now.
+    async fn read_state_changes(&self, lease: &mut Lease, sql: &[u8], dialect: &Dialect) {
+        let names = session_reads::tracked_variables(sql, dialect);
+        let state = &mut *lease.state;
+        let Some(conn) = state.conn.as_mut().filter(|_| !names.is_empty()) else {
+            return;
+        };
+        match session_state::read_tracked(conn, &names).await {
+            Ok((list, values)) => {
+                state.state_changes = session_track::entries(&list, &names, &values);
+            }
+            Err(BackendError::Connection(_)) => state.conn = None,
+            Err(BackendError::Sql(e)) => debug!(code = e.code, "tracked variables unavailable"),
         }
     }
 

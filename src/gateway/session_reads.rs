@@ -14,7 +14,9 @@
 use crate::translate::sql_text::Dialect;
 use crate::translate::statement::{self, leading_keyword};
 
-use super::session_state::{Token, Tokens, set_targets};
+use crate::translate::session_track;
+
+use super::session_state::{Token, Tokens, set_assignments, set_targets};
 use super::sessions::SessionState;
 
 /// Leading keywords of statements that change none of the followed
@@ -104,6 +106,27 @@ pub fn may_change_followed(sql: &[u8], dialect: &Dialect, answered_rows: bool) -
         }),
         k => !KEEP.iter().any(|keep| keep.as_bytes() == k),
     }
+}
+
+/// The session variables whose new values a client that reads
+/// session-state tracking must be told about after `sql` ran without
+/// error ([`session_track::reported`]): those a single `SET` assigns. A
+/// variable set by a statement in a multi-statement, a procedure or a
+/// prepared statement is not followed (that would take a read after
+/// statements that set nothing), nor is `SET STATEMENT … FOR`, whose
+/// values are gone when it ends.
+pub fn tracked_variables(sql: &[u8], dialect: &Dialect) -> Vec<String> {
+    let is_set = leading_keyword(sql).is_some_and(|k| k.eq_ignore_ascii_case(b"SET"));
+    if !is_set || statement::is_multi_statement(sql, dialect) {
+        return Vec::new();
+    }
+    let tokens: Vec<_> = Tokens::new(sql, dialect).skip(1).collect();
+    if matches!(tokens.first(), Some(Token::Word(w)) if w.eq_ignore_ascii_case(b"STATEMENT")) {
+        return Vec::new();
+    }
+    set_assignments(&tokens)
+        .map(|assignments| session_track::reported(&assignments))
+        .unwrap_or_default()
 }
 
 /// What `SET NAMES 'charset' [COLLATE 'collation']` sets, read from its
@@ -293,6 +316,38 @@ mod tests {
         ));
         // Rows say nothing about a multi-statement's other parts.
         assert!(may_change_followed(b"EXECUTE s; USE test", &d, true));
+    }
+
+    #[test]
+    fn a_set_tells_which_variables_tracking_may_report() {
+        let tracked = |sql: &str| tracked_variables(sql.as_bytes(), &Dialect::default());
+        assert_eq!(
+            tracked("SET autocommit = 0, @@session.Time_Zone = '+01:00', @x = 1"),
+            ["autocommit", "time_zone"]
+        );
+        assert_eq!(
+            tracked("set names latin1"),
+            [
+                "character_set_client",
+                "character_set_connection",
+                "character_set_results"
+            ]
+        );
+        assert_eq!(
+            tracked("SET GLOBAL wait_timeout = 5, LOCAL wait_timeout = 6"),
+            ["wait_timeout"]
+        );
+        for none in [
+            "SET @@autocommit = 1",
+            "SET GLOBAL time_zone = '+00:00'",
+            "SET STATEMENT time_zone = '+00:00' FOR SELECT 1",
+            "SET time_zone = '+00:00'; SELECT 1",
+            "SET TRANSACTION READ ONLY",
+            "SELECT 1",
+            "SET",
+        ] {
+            assert!(tracked(none).is_empty(), "{none}");
+        }
     }
 
     #[test]

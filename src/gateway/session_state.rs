@@ -22,6 +22,7 @@ use std::time::Duration;
 use mysql_async::prelude::Queryable;
 
 use crate::api::pb::VitessSession;
+use crate::translate::session_track::Assignment;
 use crate::translate::sql_text::Dialect;
 use crate::translate::statement::second_statement;
 
@@ -124,6 +125,41 @@ pub async fn read_back(
         }
     }
     Ok(Ok(values))
+}
+
+/// The session's `session_track_system_variables` and the values of
+/// `names` (lowercase, plain words), as `SHOW VARIABLES` shows them —
+/// what session-state tracking reports (`ON` for autocommit, an empty
+/// value for NULL), unlike `SELECT @@name`.
+pub async fn read_tracked(
+    conn: &mut mysql_async::Conn,
+    names: &[String],
+) -> Result<(Vec<u8>, Vec<(String, Vec<u8>)>), BackendError> {
+    const LIST: &str = "session_track_system_variables";
+    let quoted: Vec<String> = std::iter::once(LIST)
+        .chain(names.iter().map(String::as_str))
+        .filter(|n| n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+        .map(|n| format!("'{}'", n.to_ascii_uppercase()))
+        .collect();
+    let rows: Vec<(Vec<u8>, Option<Vec<u8>>)> = conn
+        .query(format!(
+            "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.SESSION_VARIABLES \
+             WHERE VARIABLE_NAME IN ({})",
+            quoted.join(", ")
+        ))
+        .await?;
+    let mut list = Vec::new();
+    let mut values = Vec::with_capacity(rows.len());
+    for (name, value) in rows {
+        let name = String::from_utf8_lossy(&name).to_ascii_lowercase();
+        let value = value.unwrap_or_default();
+        if name == LIST {
+            list = value;
+        } else {
+            values.push((name, value));
+        }
+    }
+    Ok((list, values))
 }
 
 /// The statement that rebuilds a session's settings on a fresh backend
@@ -425,10 +461,22 @@ fn set_variables(tokens: &[Token<'_>]) -> Result<Vec<&'static str>, &'static str
 /// `TRANSACTION`, `PASSWORD`, `ROLE` for those statements), leaving out
 /// GLOBAL variables and user variables; `None` if the scan cannot read it.
 pub(super) fn set_targets<'a>(tokens: &[Token<'a>]) -> Option<Vec<&'a [u8]>> {
+    Some(
+        set_assignments(tokens)?
+            .into_iter()
+            .map(|a| a.name)
+            .collect(),
+    )
+}
+
+/// [`set_targets`], each with how it was named (a bare `@@name`, which
+/// session-state tracking does not report).
+pub(super) fn set_assignments<'a>(tokens: &[Token<'a>]) -> Option<Vec<Assignment<'a>>> {
     let mut names = Vec::new();
     let mut i = 0;
     loop {
         let mut global = false;
+        let mut bare_at = false;
         if is(tokens.get(i), "GLOBAL") {
             global = true;
             i += 1;
@@ -448,6 +496,7 @@ pub(super) fn set_targets<'a>(tokens: &[Token<'a>]) -> Option<Vec<&'a [u8]>> {
                 {
                     Some(&v[v.len() - rest.len()..])
                 } else {
+                    bare_at = true;
                     Some(v)
                 }
             }
@@ -457,7 +506,7 @@ pub(super) fn set_targets<'a>(tokens: &[Token<'a>]) -> Option<Vec<&'a [u8]>> {
         };
         i += 1;
         if let Some(name) = name.filter(|_| !global) {
-            names.push(name);
+            names.push(Assignment { name, bare_at });
         }
         // On to the next assignment: a comma outside parentheses.
         let mut depth = 0usize;

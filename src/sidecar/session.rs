@@ -40,6 +40,10 @@ pub struct Session {
     selecting: bool,
     /// The session variables the last response reported.
     reported: Reported,
+    /// The system variables the last request set that the session tracks
+    /// (encoded session-state entries, from the gateway's
+    /// `session_state_changes`), not yet told to the client.
+    variables_set: Bytes,
 }
 
 /// What a connection asks of each new upstream session, in its first
@@ -51,6 +55,9 @@ pub struct NewSession {
     /// the rows matched, not only those changed. `None`: the server's
     /// default (a psdb server that takes no requests).
     pub found_rows: Option<bool>,
+    /// The client reads session-state tracking (`CLIENT_SESSION_TRACK`):
+    /// the gateway reports the system variables a statement sets.
+    pub tracks_state: bool,
 }
 
 impl Session {
@@ -117,6 +124,7 @@ impl Session {
             self.in_transaction = v.in_transaction;
             self.autocommit = v.autocommit;
             self.warnings = u16::try_from(v.warnings.len()).unwrap_or(u16::MAX);
+            self.variables_set = v.session_state_changes.clone();
             // The gateway answers a target it could not select with none.
             // Any other name is where the first statement moved the
             // session (`USE`), as a Vitess session's target follows it.
@@ -146,16 +154,18 @@ impl Session {
         self.selecting = true;
     }
 
-    /// The session-state change to report on the next OK, if the default
-    /// database moved since the last one.
+    /// The session-state changes to report on the next OK: the tracked
+    /// system variables the statement set, then the default database if
+    /// it moved since the last one (the server's order).
     pub fn take_state_changes(&mut self) -> Vec<u8> {
         // A request that got no session back (a transport error) selected
         // nothing.
         self.selecting = false;
-        match self.moved_to.take() {
-            Some(db) => session_track_schema(db.as_bytes()),
-            None => Vec::new(),
+        let mut changes = std::mem::take(&mut self.variables_set).to_vec();
+        if let Some(db) = self.moved_to.take() {
+            changes.extend(session_track_schema(db.as_bytes()));
         }
+        changes
     }
 
     /// Whether the database asked for at login turned out not to be
@@ -253,6 +263,7 @@ pub fn session_request(database: Option<&str>, new: NewSession) -> RawSession {
         .found_rows
         .map(|found_rows| pb::vitess::query::v22::ExecuteOptions {
             client_found_rows: found_rows,
+            session_state_tracking: new.tracks_state,
             ..Default::default()
         });
     let session = pb::Session {
@@ -357,6 +368,7 @@ mod tests {
         );
         let asking = NewSession {
             found_rows: Some(false),
+            ..NewSession::default()
         };
         assert!(Session::new(asking).reset().is_none());
         let mut s = Session::new(asking);
