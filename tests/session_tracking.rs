@@ -138,3 +138,68 @@ async fn the_default_database_is_tracked_as_directly() {
         "directly, USE reports the schema: {answers:?}"
     );
 }
+
+/// The system variables a `SET` assigns that the session tracks
+/// (`session_track_system_variables`: by default autocommit, the three
+/// character sets and time_zone; then `*`; then a list naming itself) are
+/// reported with their new values, through the sidecar as directly: on
+/// every SET, also to the value it had; `SET NAMES` and `SET CHARACTER
+/// SET` (whose `character_set_connection` is the database's); not for a
+/// bare `@@name`, a GLOBAL one or an untracked one. The server orders
+/// several entries by its hash table, which changes from one start to the
+/// next, so each answer's entries are compared as a set.
+#[tokio::test]
+async fn tracked_system_variables_are_reported_as_directly() {
+    let chain = Chain::start().await;
+    let direct = tokio::net::UnixStream::connect(&chain.stack.db.socket)
+        .await
+        .unwrap();
+    let mut direct = Tracking::login(direct, "app", "app-backend-pw", "app").await;
+    let via = tokio::net::TcpStream::connect(chain.sidecar.addr())
+        .await
+        .unwrap();
+    let mut via = Tracking::login(via, LOCAL_USER, LOCAL_PASSWORD, "app").await;
+    let statements = [
+        "SET autocommit = 0",
+        "SET autocommit = 0",
+        "SET autocommit = 1",
+        "SET @@autocommit = 1",
+        "SET SESSION time_zone = '+01:00'",
+        "SET time_zone = '+01:00'",
+        "SET @@local.time_zone = 'SYSTEM'",
+        "SET @@time_zone = '+02:00'",
+        "SET NAMES latin1",
+        "SET NAMES utf8mb4 COLLATE utf8mb4_bin",
+        "SET CHARACTER SET latin1",
+        "SET character_set_results = NULL",
+        "SET character_set_client = utf8mb4, character_set_results = utf8mb4",
+        "SET sql_mode = 'ANSI', @x = 1",
+        "SET session_track_system_variables = '*'",
+        "SET sql_mode = DEFAULT, wait_timeout = 100, net_write_timeout = 30",
+        "SET LOCAL max_join_size = 1000",
+        "SET max_statement_time = 5",
+        "SET session_track_system_variables = 'time_zone,session_track_system_variables'",
+        "SET time_zone = '+03:00', autocommit = 1",
+        "SET session_track_system_variables = DEFAULT",
+        "USE information_schema",
+        "SET time_zone = '+04:00'",
+        "SET @tracked = 1",
+    ];
+    let mut answers = Vec::new();
+    for sql in statements {
+        let mut seen = (via.changes(sql).await, direct.changes(sql).await);
+        seen.0.sort();
+        seen.1.sort();
+        answers.push((sql, seen));
+    }
+    for (sql, (via, direct)) in &answers {
+        assert_eq!(via, direct, "{sql}: through the sidecar, directly");
+    }
+    let directly = |i: usize| &answers[i].1.1;
+    assert!(
+        directly(0).iter().any(|c| c.contains("SystemVariable")),
+        "directly, SET autocommit reports it: {answers:?}"
+    );
+    assert!(directly(3).is_empty(), "a bare @@name: {answers:?}");
+    assert_eq!(directly(8).len(), 3, "SET NAMES: {answers:?}");
+}

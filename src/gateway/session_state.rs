@@ -131,6 +131,7 @@ pub async fn read_back(
 /// `names` (lowercase, plain words), as `SHOW VARIABLES` shows them —
 /// what session-state tracking reports (`ON` for autocommit, an empty
 /// value for NULL), unlike `SELECT @@name`.
+/// (The list is among the values too, for a `SET` of it.)
 pub async fn read_tracked(
     conn: &mut mysql_async::Conn,
     names: &[String],
@@ -154,10 +155,9 @@ pub async fn read_tracked(
         let name = String::from_utf8_lossy(&name).to_ascii_lowercase();
         let value = value.unwrap_or_default();
         if name == LIST {
-            list = value;
-        } else {
-            values.push((name, value));
+            list = value.clone();
         }
+        values.push((name, value));
     }
     Ok((list, values))
 }
