@@ -24,6 +24,8 @@ use common::{LOCAL_PASSWORD, LOCAL_USER};
 struct Tracking<S> {
     stream: S,
     caps: CapabilityFlags,
+    /// The login OK's session-state changes, decoded.
+    at_login: Vec<String>,
 }
 
 async fn read_packet<S: AsyncRead + Unpin>(s: &mut S) -> (u8, Vec<u8>) {
@@ -68,10 +70,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Tracking<S> {
         let mut buf = Vec::new();
         response.serialize(&mut buf);
         write_packet(&mut stream, seq + 1, &buf).await;
-        loop {
+        let ok = loop {
             let (seq, packet) = read_packet(&mut stream).await;
             match packet.first() {
-                Some(0x00) => break,
+                Some(0x00) => break packet,
                 Some(0xFE) => {
                     let switch: AuthSwitchRequest = ParseBuf(&packet).parse(()).unwrap();
                     let data = switch.plugin_data();
@@ -81,8 +83,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Tracking<S> {
                 }
                 _ => panic!("login refused: {:?}", String::from_utf8_lossy(&packet)),
             }
+        };
+        Self {
+            stream,
+            caps,
+            at_login: decode_changes(&ok, caps),
         }
-        Self { stream, caps }
     }
 
     /// Runs a statement answered by an OK packet; its session-state
@@ -93,16 +99,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Tracking<S> {
         write_packet(&mut self.stream, 0, &command).await;
         let (_, packet) = read_packet(&mut self.stream).await;
         assert_eq!(packet.first(), Some(&0x00), "{sql}: {packet:?}");
-        let ok = ParseBuf(&packet)
-            .parse::<OkPacketDeserializer<CommonOkPacket>>(self.caps)
-            .unwrap()
-            .into_inner();
-        ok.session_state_info()
-            .unwrap()
-            .iter()
-            .map(|info| format!("{:?}", info.decode().unwrap()))
-            .collect()
+        decode_changes(&packet, self.caps)
     }
+}
+
+/// An OK packet's session-state changes, decoded.
+fn decode_changes(packet: &[u8], caps: CapabilityFlags) -> Vec<String> {
+    let ok = ParseBuf(packet)
+        .parse::<OkPacketDeserializer<CommonOkPacket>>(caps)
+        .unwrap()
+        .into_inner();
+    ok.session_state_info()
+        .unwrap()
+        .iter()
+        .map(|info| format!("{:?}", info.decode().unwrap()))
+        .collect()
 }
 
 /// A client that asked for session tracking learns each move of the
@@ -120,6 +131,12 @@ async fn the_default_database_is_tracked_as_directly() {
         .await
         .unwrap();
     let mut via = Tracking::login(via, LOCAL_USER, LOCAL_PASSWORD, "app").await;
+    assert_eq!(via.at_login, direct.at_login, "the login's OK");
+    assert!(
+        direct.at_login.iter().any(|c| c.contains("Schema")),
+        "directly, the login reports the schema: {:?}",
+        direct.at_login
+    );
     let mut answers = Vec::new();
     for sql in [
         "USE information_schema",
