@@ -112,7 +112,13 @@ fn decode_changes(packet: &[u8], caps: CapabilityFlags) -> Vec<String> {
     ok.session_state_info()
         .unwrap()
         .iter()
-        .map(|info| format!("{:?}", info.decode().unwrap()))
+        .map(|info| {
+            // MariaDB's state change is a bare `1`, which mysql_common
+            // does not decode: shown as its type and bytes.
+            info.decode()
+                .map(|change| format!("{change:?}"))
+                .unwrap_or_else(|_| format!("{:?} {:?}", info.data_type(), info.data_ref()))
+        })
         .collect()
 }
 
@@ -219,4 +225,67 @@ async fn tracked_system_variables_are_reported_as_directly() {
     );
     assert!(directly(3).is_empty(), "a bare @@name: {answers:?}");
     assert_eq!(directly(8).len(), 3, "SET NAMES: {answers:?}");
+}
+
+/// With `session_track_state_change` on, the statements that change
+/// session state (user and session variables, `USE`, `PREPARE`,
+/// temporary tables) are followed by a state-change entry, after the
+/// variables and the schema, through the sidecar as directly; reads,
+/// `SET TRANSACTION`, a bare `@@name`, and everything after it is turned
+/// off again, are not.
+#[tokio::test]
+async fn state_changes_are_reported_as_directly() {
+    let chain = Chain::start().await;
+    let direct = tokio::net::UnixStream::connect(&chain.stack.db.socket)
+        .await
+        .unwrap();
+    let mut direct = Tracking::login(direct, "app", "app-backend-pw", "app").await;
+    let via = tokio::net::TcpStream::connect(chain.sidecar.addr())
+        .await
+        .unwrap();
+    let mut via = Tracking::login(via, LOCAL_USER, LOCAL_PASSWORD, "app").await;
+    let statements = [
+        "SET @before = 1",
+        "SET session_track_state_change = 1",
+        "SET @a = 1",
+        "DO 1",
+        "SET @@time_zone = '+01:00'",
+        "SET time_zone = '+02:00'",
+        "SET TRANSACTION READ ONLY",
+        "SET SESSION TRANSACTION READ WRITE",
+        "USE information_schema",
+        "USE app",
+        "PREPARE s FROM 'SELECT 1'",
+        "DEALLOCATE PREPARE s",
+        "CREATE TEMPORARY TABLE tracked_tmp (a INT)",
+        "DROP TEMPORARY TABLE tracked_tmp",
+        "SET NAMES utf8mb4",
+        "SET @@session_track_state_change = 0",
+        "SET @after = 1",
+        "USE information_schema",
+    ];
+    let mut answers = Vec::new();
+    for sql in statements {
+        // The variables' order is the server's hash order: only they are
+        // sorted, the schema and the state change keep their places.
+        let mut seen = (via.changes(sql).await, direct.changes(sql).await);
+        for changes in [&mut seen.0, &mut seen.1] {
+            let variables = changes
+                .iter()
+                .take_while(|c| c.starts_with("SystemVariables"))
+                .count();
+            changes[..variables].sort();
+        }
+        answers.push((sql, seen));
+    }
+    for (sql, (via, direct)) in &answers {
+        assert_eq!(via, direct, "{sql}: through the sidecar, directly");
+    }
+    let directly = |i: usize| &answers[i].1.1;
+    assert!(directly(0).is_empty(), "{answers:?}");
+    assert!(
+        directly(2).iter().any(|c| c.contains("STATE_CHANGE")),
+        "directly, SET @a reports a state change: {answers:?}"
+    );
+    assert_eq!(directly(8).len(), 2, "USE: {answers:?}");
 }

@@ -47,6 +47,9 @@ struct Ran {
     error: Option<RpcError>,
 }
 
+/// The variable that turns state-change tracking on.
+const STATE_CHANGE: &str = "session_track_state_change";
+
 /// A session still held by another request (which `leased` waited for).
 fn busy() -> ApiError {
     ApiError::new(
@@ -532,19 +535,33 @@ impl Rpc {
 
     /// The session-state tracking entries of a statement that ran, for a
     /// client that reads them: the variables a `SET` assigned that the
-    /// session tracks, with their values as the backend shows them now.
+    /// session tracks, with their values as the backend shows them now,
+    /// then the state change, if the session tracks those.
     async fn read_state_changes(&self, lease: &mut Lease, sql: &[u8], dialect: &Dialect) {
         let names = session_reads::tracked_variables(sql, dialect);
+        let follow = session_reads::sets_state_change_tracking(sql, dialect);
         let state = &mut *lease.state;
-        let Some(conn) = state.conn.as_mut().filter(|_| !names.is_empty()) else {
-            return;
-        };
-        match session_state::read_tracked(conn, &names).await {
-            Ok((list, values)) => {
-                state.state_changes = session_track::entries(&list, &names, &values);
+        let mut read = names.clone();
+        if follow {
+            read.push(STATE_CHANGE.into());
+        }
+        if let Some(conn) = state.conn.as_mut().filter(|_| !read.is_empty()) {
+            match session_state::read_tracked(conn, &read).await {
+                Ok((list, values)) => {
+                    state.state_changes = session_track::entries(&list, &names, &values);
+                    if follow {
+                        state.tracks_state_change = values
+                            .iter()
+                            .any(|(n, v)| n == STATE_CHANGE && v.eq_ignore_ascii_case(b"ON"));
+                    }
+                }
+                Err(BackendError::Connection(_)) => state.conn = None,
+                Err(BackendError::Sql(e)) => debug!(code = e.code, "tracked variables unavailable"),
             }
-            Err(BackendError::Connection(_)) => state.conn = None,
-            Err(BackendError::Sql(e)) => debug!(code = e.code, "tracked variables unavailable"),
+        }
+        if state.tracks_state_change && session_reads::marks_state_change(sql, dialect) {
+            let changes = std::mem::take(&mut state.state_changes);
+            state.state_changes = session_track::with_state_change(changes);
         }
     }
 

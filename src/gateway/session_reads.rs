@@ -14,7 +14,7 @@
 use crate::translate::sql_text::Dialect;
 use crate::translate::statement::{self, leading_keyword};
 
-use crate::translate::session_track;
+use crate::translate::session_track::{self, Assignment};
 
 use super::session_state::{Token, Tokens, set_assignments, set_targets};
 use super::sessions::SessionState;
@@ -127,6 +127,66 @@ pub fn tracked_variables(sql: &[u8], dialect: &Dialect) -> Vec<String> {
     set_assignments(&tokens)
         .map(|assignments| session_track::reported(&assignments))
         .unwrap_or_default()
+}
+
+/// Whether `sql` (which ran without error) may have turned the session's
+/// `session_track_state_change` on or off: a single `SET` naming it in
+/// any session scope (a bare `@@name` too). Read back after it.
+pub fn sets_state_change_tracking(sql: &[u8], dialect: &Dialect) -> bool {
+    single_set(sql, dialect).is_some_and(|assignments| {
+        assignments
+            .iter()
+            .any(|a| a.name.eq_ignore_ascii_case(b"session_track_state_change"))
+    })
+}
+
+/// Whether the server reports a state change after `sql` ran without
+/// error, to a session tracking state changes
+/// ([`session_track::changes_state`]). A multi-statement's is not
+/// followed.
+pub fn marks_state_change(sql: &[u8], dialect: &Dialect) -> bool {
+    if statement::is_multi_statement(sql, dialect) {
+        return false;
+    }
+    let Some(keyword) = leading_keyword(sql) else {
+        return false;
+    };
+    let keyword = keyword.to_ascii_uppercase();
+    let words: Vec<Vec<u8>> = Tokens::new(sql, dialect)
+        .skip(1)
+        .take(4)
+        .map_while(|t| match t {
+            Token::Word(w) => Some(w.to_ascii_uppercase()),
+            _ => None,
+        })
+        .collect();
+    let word = |i: usize, w: &str| words.get(i).is_some_and(|x| x == w.as_bytes());
+    let kind = match &keyword[..] {
+        b"SET" if word(0, "STATEMENT") => session_track::Statement::SetStatement,
+        b"SET" => {
+            let assignments = single_set(sql, dialect).unwrap_or_default();
+            return session_track::changes_state(session_track::Statement::Set(&assignments));
+        }
+        b"USE" | b"PREPARE" | b"DEALLOCATE" => session_track::Statement::ChangesState,
+        b"DROP" if word(0, "PREPARE") || word(0, "TEMPORARY") => {
+            session_track::Statement::ChangesState
+        }
+        b"CREATE" if word(0, "TEMPORARY") || word(2, "TEMPORARY") => {
+            session_track::Statement::ChangesState
+        }
+        _ => session_track::Statement::Other,
+    };
+    session_track::changes_state(kind)
+}
+
+/// The assignments of `sql` if it is a single `SET` the scan can read.
+fn single_set<'a>(sql: &'a [u8], dialect: &Dialect) -> Option<Vec<Assignment<'a>>> {
+    let is_set = leading_keyword(sql).is_some_and(|k| k.eq_ignore_ascii_case(b"SET"));
+    if !is_set || statement::is_multi_statement(sql, dialect) {
+        return None;
+    }
+    let tokens: Vec<_> = Tokens::new(sql, dialect).skip(1).collect();
+    set_assignments(&tokens)
 }
 
 /// What `SET NAMES 'charset' [COLLATE 'collation']` sets, read from its
@@ -348,6 +408,47 @@ mod tests {
         ] {
             assert!(tracked(none).is_empty(), "{none}");
         }
+    }
+
+    #[test]
+    fn state_changes_are_read_from_the_statement() {
+        let d = Dialect::default();
+        for sql in [
+            "SET @a = 1",
+            "set names latin1",
+            "SET SESSION TRANSACTION READ WRITE",
+            "SET STATEMENT time_zone = '+01:00' FOR DO 1",
+            "USE app",
+            "PREPARE s FROM 'SELECT 1'",
+            "DEALLOCATE PREPARE s",
+            "drop prepare s",
+            "CREATE TEMPORARY TABLE t (a INT)",
+            "CREATE OR REPLACE TEMPORARY TABLE t (a INT)",
+            "DROP TEMPORARY TABLE IF EXISTS t",
+        ] {
+            assert!(marks_state_change(sql.as_bytes(), &d), "{sql}");
+        }
+        for sql in [
+            "SET @@time_zone = '+01:00'",
+            "SET GLOBAL wait_timeout = 5",
+            "SET TRANSACTION READ ONLY",
+            "SELECT @b := 1",
+            "EXECUTE s",
+            "DO 1",
+            "CREATE TABLE t (a INT)",
+            "DROP TABLE t",
+            "SET @a = 1; SET @b = 2",
+        ] {
+            assert!(!marks_state_change(sql.as_bytes(), &d), "{sql}");
+        }
+        assert!(sets_state_change_tracking(
+            b"SET @@session_track_state_change = 0",
+            &d
+        ));
+        assert!(!sets_state_change_tracking(
+            b"SET GLOBAL session_track_state_change = 1",
+            &d
+        ));
     }
 
     #[test]

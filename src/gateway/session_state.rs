@@ -22,7 +22,7 @@ use std::time::Duration;
 use mysql_async::prelude::Queryable;
 
 use crate::api::pb::VitessSession;
-use crate::translate::session_track::Assignment;
+use crate::translate::session_track::{Assignment, Scope};
 use crate::translate::sql_text::Dialect;
 use crate::translate::statement::second_statement;
 
@@ -461,52 +461,57 @@ fn set_variables(tokens: &[Token<'_>]) -> Result<Vec<&'static str>, &'static str
 /// `TRANSACTION`, `PASSWORD`, `ROLE` for those statements), leaving out
 /// GLOBAL variables and user variables; `None` if the scan cannot read it.
 pub(super) fn set_targets<'a>(tokens: &[Token<'a>]) -> Option<Vec<&'a [u8]>> {
+    let assignments = set_assignments(tokens)?;
     Some(
-        set_assignments(tokens)?
+        assignments
             .into_iter()
             .map(|a| a.name)
+            .filter(|name| !name.is_empty())
             .collect(),
     )
 }
 
-/// [`set_targets`], each with how it was named (a bare `@@name`, which
-/// session-state tracking does not report).
+/// [`set_targets`], each with how it names its scope (a bare `@@name`,
+/// which session-state tracking does not report), and user variables
+/// (with an empty name).
 pub(super) fn set_assignments<'a>(tokens: &[Token<'a>]) -> Option<Vec<Assignment<'a>>> {
     let mut names = Vec::new();
     let mut i = 0;
     loop {
         let mut global = false;
-        let mut bare_at = false;
+        let mut scope = Scope::Implied;
         if is(tokens.get(i), "GLOBAL") {
             global = true;
             i += 1;
         } else if is(tokens.get(i), "SESSION") || is(tokens.get(i), "LOCAL") {
+            scope = Scope::Session;
             i += 1;
         }
-        let name: Option<&[u8]> = match tokens.get(i)? {
-            Token::Word(w) => Some(w),
+        let name: &[u8] = match tokens.get(i)? {
+            Token::Word(w) => w,
             Token::SystemVariable(v) => {
                 let lower = v.to_ascii_lowercase();
                 if let Some(rest) = lower.strip_prefix(b"global.") {
                     global = true;
-                    Some(&v[v.len() - rest.len()..])
+                    &v[v.len() - rest.len()..]
                 } else if let Some(rest) = lower
                     .strip_prefix(b"session.")
                     .or_else(|| lower.strip_prefix(b"local."))
                 {
-                    Some(&v[v.len() - rest.len()..])
+                    scope = Scope::Session;
+                    &v[v.len() - rest.len()..]
                 } else {
-                    bare_at = true;
-                    Some(v)
+                    scope = Scope::BareAt;
+                    v
                 }
             }
             // `@x = …`: the variable's name follows, and is skipped below.
-            Token::UserVariable => None,
+            Token::UserVariable => b"",
             _ => return None,
         };
         i += 1;
-        if let Some(name) = name.filter(|_| !global) {
-            names.push(Assignment { name, bare_at });
+        if !global {
+            names.push(Assignment { name, scope });
         }
         // On to the next assignment: a comma outside parentheses.
         let mut depth = 0usize;

@@ -76,6 +76,9 @@ pub struct SessionState {
     /// (encoded, `SESSION_TRACK_SYSTEM_VARIABLES`), sent in the cookie's
     /// `session_state_changes`.
     pub state_changes: Vec<u8>,
+    /// The session's `session_track_state_change` is on (read back after
+    /// a `SET` of it; such a `SET` pins the session to its connection).
+    pub tracks_state_change: bool,
     /// Why the session is bound to this gateway and its backend
     /// connection, besides a transaction (sticky: backend state is not
     /// tracked to its end). `None`: the cookie describes it whole.

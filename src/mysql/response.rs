@@ -61,6 +61,15 @@ pub fn session_track_system_variable(name: &[u8], value: &[u8]) -> Vec<u8> {
     entry.to_vec()
 }
 
+/// `SESSION_TRACK_STATE_CHANGE`: the session's state changed.
+const SESSION_TRACK_STATE_CHANGE: u8 = 2;
+
+/// The entry a server sends, with `session_track_state_change` on, after
+/// a statement that changed session state: its data is `1`.
+pub fn session_track_state_change() -> [u8; 3] {
+    [SESSION_TRACK_STATE_CHANGE, 1, b'1']
+}
+
 /// The session-state entry a server sends when the default database
 /// changes (`session_track_schema`, on by default): drivers such as
 /// MariaDB Connector/J keep their idea of the current database from it.

@@ -163,7 +163,8 @@ impl Session {
         self.selecting = false;
         let mut changes = std::mem::take(&mut self.variables_set).to_vec();
         if let Some(db) = self.moved_to.take() {
-            changes.extend(session_track_schema(db.as_bytes()));
+            let at = variables_end(&changes);
+            changes.splice(at..at, session_track_schema(db.as_bytes()));
         }
         changes
     }
@@ -212,6 +213,47 @@ impl Session {
         }
         dialect
     }
+}
+
+/// Where the system-variable entries at the start of encoded session-state
+/// changes end: the schema goes there, before a state change, as the
+/// server orders its trackers. Entries that cannot be read end it.
+fn variables_end(changes: &[u8]) -> usize {
+    let mut at = 0;
+    while let Some(&kind) = changes.get(at) {
+        // Entries are short: a one-byte length (< 251) is all the
+        // gateway writes for a variable; a longer one is length-encoded.
+        let Some((len, header)) = lenenc_len(&changes[at + 1..]) else {
+            return at;
+        };
+        let end = at + 1 + header + len;
+        if kind != 0 || end > changes.len() {
+            return at;
+        }
+        at = end;
+    }
+    at
+}
+
+/// A length-encoded integer at the start of `b`: its value and size.
+fn lenenc_len(b: &[u8]) -> Option<(usize, usize)> {
+    let (value, size) = match *b.first()? {
+        n @ 0..=0xfa => (u64::from(n), 1),
+        0xfc => (
+            u64::from(u16::from_le_bytes(b.get(1..3)?.try_into().ok()?)),
+            3,
+        ),
+        0xfd => {
+            let v = b.get(1..4)?;
+            (
+                u64::from(v[0]) | u64::from(v[1]) << 8 | u64::from(v[2]) << 16,
+                4,
+            )
+        }
+        0xfe => (u64::from_le_bytes(b.get(1..9)?.try_into().ok()?), 9),
+        _ => return None,
+    };
+    Some((usize::try_from(value).ok()?, size))
 }
 
 /// The session variables the gateway reports (`system_variables`), read
@@ -292,6 +334,22 @@ mod tests {
             }),
         };
         RawSession::from_bytes(session.encode_to_vec().into()).unwrap()
+    }
+
+    #[test]
+    fn the_schema_goes_between_the_variables_and_a_state_change() {
+        use crate::mysql::response::{session_track_state_change, session_track_system_variable};
+        let var = session_track_system_variable(b"time_zone", b"+01:00");
+        let long = session_track_system_variable(b"sql_mode", &[b'A'; 300]);
+        let mut changes = var.clone();
+        changes.extend(&long);
+        assert_eq!(variables_end(&changes), changes.len());
+        changes.extend(session_track_state_change());
+        assert_eq!(variables_end(&changes), var.len() + long.len());
+        assert_eq!(variables_end(&[]), 0);
+        // Cut short or garbage: nothing is skipped past what is readable.
+        assert_eq!(variables_end(&var[..var.len() - 1]), 0);
+        assert_eq!(variables_end(&[0, 0xff]), 0);
     }
 
     #[test]

@@ -18,21 +18,41 @@
 //! - a statement that fails reports nothing; `COM_RESET_CONNECTION` and
 //!   `COM_INIT_DB` report no variable.
 //!
+//! With `session_track_state_change` on, a `SESSION_TRACK_STATE_CHANGE`
+//! entry (`1`) follows the others after a statement that changes session
+//! state: a `SET` of a user variable or of a session variable (not a bare
+//! `@@name`, not GLOBAL, not `SET TRANSACTION`, but `SET SESSION
+//! TRANSACTION` and `SET STATEMENT … FOR`), `USE`, `PREPARE`,
+//! `DEALLOCATE`, `CREATE` and `DROP TEMPORARY TABLE` (even one that does
+//! not exist); not `SELECT @a := 1`, `SELECT … INTO @a` or `EXECUTE`. The
+//! `SET` that turns it on is reported, the one that turns it off is not.
+//!
 //! The server writes several entries in the order of its tracker's hash
 //! table, which depends on where the variables sit in its memory and so
 //! changes from one server start to the next; here they come in the order
 //! the statement names them.
 
-use crate::mysql::response::session_track_system_variable;
+use crate::mysql::response::{session_track_state_change, session_track_system_variable};
 
 /// A variable a `SET` assigns, as written (without `@@session.` or
 /// `@@local.`): `NAMES`, `CHARSET` and `CHARACTER` stand for `SET NAMES`,
 /// `SET CHARSET` and `SET CHARACTER SET`.
+/// A user variable (`@x = …`) has an empty name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Assignment<'a> {
     pub name: &'a [u8],
-    /// Written as a bare `@@name`, which MariaDB does not report.
-    pub bare_at: bool,
+    pub scope: Scope,
+}
+
+/// How an assignment names its variable's scope.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// `SET name`.
+    Implied,
+    /// `SET SESSION name`, `LOCAL`, `@@session.name`, `@@local.name`.
+    Session,
+    /// A bare `@@name`, which MariaDB does not report.
+    BareAt,
 }
 
 /// What `SET NAMES` and `SET CHARACTER SET` report.
@@ -57,7 +77,7 @@ pub fn reported(assignments: &[Assignment<'_>]) -> Vec<String> {
             names.push(name.to_string());
         }
     };
-    for a in assignments.iter().filter(|a| !a.bare_at) {
+    for a in assignments.iter().filter(|a| a.scope != Scope::BareAt) {
         let Ok(name) = std::str::from_utf8(a.name) else {
             continue;
         };
@@ -72,6 +92,44 @@ pub fn reported(assignments: &[Assignment<'_>]) -> Vec<String> {
         }
     }
     names
+}
+
+/// A statement, as far as `session_track_state_change` goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Statement<'s, 'a> {
+    /// A `SET`'s assignments (user variables included, with an empty
+    /// name; GLOBAL ones left out).
+    Set(&'s [Assignment<'a>]),
+    /// `SET STATEMENT … FOR …`.
+    SetStatement,
+    /// `USE`, `PREPARE`, `DEALLOCATE`/`DROP PREPARE`, `CREATE`/`DROP
+    /// TEMPORARY TABLE`: they always change session state.
+    ChangesState,
+    /// Anything else.
+    Other,
+}
+
+/// Whether the server reports a state change after `statement` ran, to
+/// a session that tracks state changes.
+pub fn changes_state(statement: Statement<'_, '_>) -> bool {
+    match statement {
+        // `SET TRANSACTION` is the next transaction's, `SET SESSION
+        // TRANSACTION` the session's.
+        Statement::Set(assignments) => assignments.iter().any(|a| match a.scope {
+            Scope::BareAt => false,
+            Scope::Implied => !a.name.eq_ignore_ascii_case(b"TRANSACTION"),
+            Scope::Session => true,
+        }),
+        Statement::SetStatement | Statement::ChangesState => true,
+        Statement::Other => false,
+    }
+}
+
+/// The `SESSION_TRACK_STATE_CHANGE` entry, placed after the others
+/// (`changes`: encoded entries of the variables, then the schema).
+pub fn with_state_change(mut changes: Vec<u8>) -> Vec<u8> {
+    changes.extend(session_track_state_change());
+    changes
 }
 
 /// Whether `session_track_system_variables` (`list`, as the server shows
@@ -107,7 +165,7 @@ mod tests {
     fn plain(name: &str) -> Assignment<'_> {
         Assignment {
             name: name.as_bytes(),
-            bare_at: false,
+            scope: Scope::Implied,
         }
     }
 
@@ -125,11 +183,34 @@ mod tests {
     fn a_bare_at_at_name_and_set_transaction_report_nothing() {
         let bare = Assignment {
             name: b"autocommit",
-            bare_at: true,
+            scope: Scope::BareAt,
         };
         assert!(reported(&[bare]).is_empty());
         assert!(reported(&[plain("TRANSACTION"), plain("password")]).is_empty());
         assert!(reported(&[plain("na\u{e9}me"), plain("")]).is_empty());
+    }
+
+    #[test]
+    fn state_changes_follow_what_the_server_marks() {
+        let user = plain("");
+        let bare = Assignment {
+            name: b"time_zone",
+            scope: Scope::BareAt,
+        };
+        let session = Assignment {
+            name: b"TRANSACTION",
+            scope: Scope::Session,
+        };
+        assert!(changes_state(Statement::Set(&[user])));
+        assert!(changes_state(Statement::Set(&[bare, plain("NAMES")])));
+        assert!(!changes_state(Statement::Set(&[bare])));
+        assert!(!changes_state(Statement::Set(&[plain("TRANSACTION")])));
+        assert!(changes_state(Statement::Set(&[session])));
+        assert!(!changes_state(Statement::Set(&[])));
+        assert!(changes_state(Statement::SetStatement));
+        assert!(changes_state(Statement::ChangesState));
+        assert!(!changes_state(Statement::Other));
+        assert_eq!(with_state_change(vec![1]), [1, 0x02, 0x01, b'1']);
     }
 
     #[test]
