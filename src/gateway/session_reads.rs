@@ -121,8 +121,20 @@ pub fn tracked_variables(sql: &[u8], dialect: &Dialect) -> Vec<String> {
         return Vec::new();
     }
     let tokens: Vec<_> = Tokens::new(sql, dialect).skip(1).collect();
-    if matches!(tokens.first(), Some(Token::Word(w)) if w.eq_ignore_ascii_case(b"STATEMENT")) {
+    let word = |i: usize, w: &str| matches!(tokens.get(i), Some(Token::Word(x)) if x.eq_ignore_ascii_case(w.as_bytes()));
+    if word(0, "STATEMENT") {
         return Vec::new();
+    }
+    if (word(0, "SESSION") || word(0, "LOCAL")) && word(1, "TRANSACTION") {
+        // Each characteristic, comma-separated, by its first word.
+        let firsts: Vec<&[u8]> = tokens[2..]
+            .split(|t| *t == Token::Punct(b','))
+            .filter_map(|part| match part.first() {
+                Some(Token::Word(w)) => Some(*w),
+                _ => None,
+            })
+            .collect();
+        return session_track::transaction_characteristics(&firsts);
     }
     set_assignments(&tokens)
         .map(|assignments| session_track::reported(&assignments))
@@ -396,6 +408,14 @@ mod tests {
         assert_eq!(
             tracked("SET GLOBAL wait_timeout = 5, LOCAL wait_timeout = 6"),
             ["wait_timeout"]
+        );
+        assert_eq!(
+            tracked("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED, READ ONLY"),
+            ["tx_isolation", "tx_read_only"]
+        );
+        assert_eq!(
+            tracked("set local transaction read write"),
+            ["tx_read_only"]
         );
         for none in [
             "SET @@autocommit = 1",

@@ -13,6 +13,9 @@
 //! - `SET NAMES` and `SET CHARACTER SET` report `character_set_client`,
 //!   `character_set_connection` and `character_set_results` (not
 //!   `collation_connection`, even with `*`);
+//! - `SET SESSION TRANSACTION` reports `tx_isolation` for an `ISOLATION
+//!   LEVEL` and `tx_read_only` for `READ ONLY`/`READ WRITE` (`SET
+//!   TRANSACTION`, the next transaction's, reports nothing);
 //! - `SET session_track_system_variables` is reported only when the new
 //!   list names it (with the list as the server normalises it);
 //! - a statement that fails reports nothing; `COM_RESET_CONNECTION` and
@@ -132,6 +135,25 @@ pub fn with_state_change(mut changes: Vec<u8>) -> Vec<u8> {
     changes
 }
 
+/// What `SET SESSION TRANSACTION` reports: each characteristic (its first
+/// word, in the order written) sets a variable.
+pub fn transaction_characteristics(first_words: &[&[u8]]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for word in first_words {
+        let name = if word.eq_ignore_ascii_case(b"ISOLATION") {
+            "tx_isolation"
+        } else if word.eq_ignore_ascii_case(b"READ") {
+            "tx_read_only"
+        } else {
+            continue;
+        };
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
+        }
+    }
+    names
+}
+
 /// Whether `session_track_system_variables` (`list`, as the server shows
 /// it: comma-separated, `*` for all) names `name`.
 pub fn is_tracked(list: &[u8], name: &str) -> bool {
@@ -211,6 +233,20 @@ mod tests {
         assert!(changes_state(Statement::ChangesState));
         assert!(!changes_state(Statement::Other));
         assert_eq!(with_state_change(vec![1]), [1, 0x02, 0x01, b'1']);
+    }
+
+    #[test]
+    fn session_transaction_characteristics_report_their_variables() {
+        let names = |words: &[&str]| {
+            let words: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
+            transaction_characteristics(&words)
+        };
+        assert_eq!(
+            names(&["read", "ISOLATION"]),
+            ["tx_read_only", "tx_isolation"]
+        );
+        assert_eq!(names(&["READ", "read"]), ["tx_read_only"]);
+        assert!(names(&["WITH", ""]).is_empty());
     }
 
     #[test]
