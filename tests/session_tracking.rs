@@ -44,7 +44,13 @@ async fn write_packet<S: AsyncWrite + Unpin>(s: &mut S, seq: u8, payload: &[u8])
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Tracking<S> {
-    async fn login(mut stream: S, user: &str, password: &str, db: &str) -> Self {
+    async fn login(stream: S, user: &str, password: &str, db: &str) -> Self {
+        Self::login_in(stream, user, password, db, false).await
+    }
+
+    /// `latin1`: the handshake names latin1_swedish_ci (8), which the
+    /// sidecar sets upstream with a `SET NAMES` of its own.
+    async fn login_in(mut stream: S, user: &str, password: &str, db: &str, latin1: bool) -> Self {
         let (seq, greeting) = read_packet(&mut stream).await;
         let hello: HandshakePacket = ParseBuf(&greeting).parse(()).unwrap();
         let caps = hello.capabilities()
@@ -69,6 +75,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Tracking<S> {
         );
         let mut buf = Vec::new();
         response.serialize(&mut buf);
+        if latin1 {
+            // The collation byte follows the capabilities and the maximum
+            // packet size.
+            buf[8] = 8;
+        }
         write_packet(&mut stream, seq + 1, &buf).await;
         let ok = loop {
             let (seq, packet) = read_packet(&mut stream).await;
@@ -291,4 +302,25 @@ async fn state_changes_are_reported_as_directly() {
         "directly, SET @a reports a state change: {answers:?}"
     );
     assert_eq!(directly(8).len(), 2, "USE: {answers:?}");
+}
+
+/// A login in another collation than the gateway's default costs the
+/// sidecar a `SET NAMES` of its own: the character sets it sets are not
+/// the client's to hear about, in the login's OK or the next statement's.
+#[tokio::test]
+async fn the_sidecars_own_set_names_is_not_reported() {
+    let chain = Chain::start().await;
+    let direct = tokio::net::UnixStream::connect(&chain.stack.db.socket)
+        .await
+        .unwrap();
+    let mut direct = Tracking::login_in(direct, "app", "app-backend-pw", "app", true).await;
+    let via = tokio::net::TcpStream::connect(chain.sidecar.addr())
+        .await
+        .unwrap();
+    let mut via = Tracking::login_in(via, LOCAL_USER, LOCAL_PASSWORD, "app", true).await;
+    assert_eq!(via.at_login, direct.at_login, "the login's OK");
+    for sql in ["SET @x = 1", "SET time_zone = '+01:00'"] {
+        let seen = (via.changes(sql).await, direct.changes(sql).await);
+        assert_eq!(seen.0, seen.1, "{sql}: through the sidecar, directly");
+    }
 }
