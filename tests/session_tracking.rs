@@ -107,9 +107,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Tracking<S> {
     async fn changes(&mut self, sql: &str) -> Vec<String> {
         let mut command = vec![0x03];
         command.extend_from_slice(sql.as_bytes());
-        write_packet(&mut self.stream, 0, &command).await;
+        self.command(&command).await
+    }
+
+    /// Sends a command answered by an OK packet; its session-state
+    /// changes, decoded.
+    async fn command(&mut self, command: &[u8]) -> Vec<String> {
+        write_packet(&mut self.stream, 0, command).await;
         let (_, packet) = read_packet(&mut self.stream).await;
-        assert_eq!(packet.first(), Some(&0x00), "{sql}: {packet:?}");
+        assert_eq!(packet.first(), Some(&0x00), "{command:?}: {packet:?}");
         decode_changes(&packet, self.caps)
     }
 }
@@ -323,4 +329,47 @@ async fn the_sidecars_own_set_names_is_not_reported() {
         let seen = (via.changes(sql).await, direct.changes(sql).await);
         assert_eq!(seen.0, seen.1, "{sql}: through the sidecar, directly");
     }
+}
+
+/// `COM_RESET_CONNECTION` reports nothing, and leaves the session with
+/// the server's tracking defaults (state changes off again), through the
+/// sidecar as directly; `COM_INIT_DB` reports the schema and, while state
+/// changes are tracked, a state change.
+#[tokio::test]
+async fn reset_connection_and_init_db_are_reported_as_directly() {
+    const COM_INIT_DB: u8 = 0x02;
+    const COM_RESET_CONNECTION: u8 = 0x1f;
+    let chain = Chain::start().await;
+    let direct = tokio::net::UnixStream::connect(&chain.stack.db.socket)
+        .await
+        .unwrap();
+    let mut direct = Tracking::login(direct, "app", "app-backend-pw", "app").await;
+    let via = tokio::net::TcpStream::connect(chain.sidecar.addr())
+        .await
+        .unwrap();
+    let mut via = Tracking::login(via, LOCAL_USER, LOCAL_PASSWORD, "app").await;
+    let init_db = |db: &str| [&[COM_INIT_DB][..], db.as_bytes()].concat();
+    let commands = [
+        b"\x03SET session_track_state_change = 1".to_vec(),
+        init_db("information_schema"),
+        init_db("app"),
+        vec![COM_RESET_CONNECTION],
+        b"\x03SET @x = 1".to_vec(),
+        b"\x03SET time_zone = '+01:00'".to_vec(),
+        init_db("app"),
+    ];
+    let mut answers = Vec::new();
+    for command in &commands {
+        let seen = (via.command(command).await, direct.command(command).await);
+        answers.push((String::from_utf8_lossy(command).into_owned(), seen));
+    }
+    for (command, (via, direct)) in &answers {
+        assert_eq!(via, direct, "{command:?}: through the sidecar, directly");
+    }
+    assert_eq!(answers[1].1.1.len(), 2, "schema and state: {answers:?}");
+    assert!(answers[3].1.1.is_empty(), "reset: {answers:?}");
+    assert!(
+        answers[4].1.1.is_empty(),
+        "state changes off again: {answers:?}"
+    );
 }
