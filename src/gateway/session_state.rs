@@ -22,7 +22,7 @@ use std::time::Duration;
 use mysql_async::prelude::Queryable;
 
 use crate::api::pb::VitessSession;
-use crate::translate::session_track::{Assignment, Scope};
+use crate::translate::session_track::{Assignment, Scope, is_tracked};
 use crate::translate::sql_text::Dialect;
 use crate::translate::statement::second_statement;
 
@@ -127,21 +127,47 @@ pub async fn read_back(
     Ok(Ok(values))
 }
 
-/// The session's `session_track_system_variables` and the values of
-/// `names` (lowercase, plain words), as `SHOW VARIABLES` shows them —
-/// what session-state tracking reports (`ON` for autocommit, an empty
-/// value for NULL), unlike `SELECT @@name`.
-/// (The list is among the values too, for a `SET` of it.)
+/// The session's `session_track_system_variables` and the values of the
+/// `names` it tracks (lowercase, plain words), as `SHOW VARIABLES` shows
+/// them — what session-state tracking reports (`ON` for autocommit, an
+/// empty value for NULL), unlike `SELECT @@name`; also the list itself and
+/// `session_track_state_change` (`ON`/`OFF`) when named.
+///
+/// The list comes first, from a query that reads no table: a query that
+/// reads one (`information_schema`) clears the warnings of the client's
+/// `SET` (MariaDB keeps them past statements that use no table), so it
+/// runs only when a tracked variable was set.
 pub async fn read_tracked(
     conn: &mut mysql_async::Conn,
     names: &[String],
 ) -> Result<(Vec<u8>, Vec<(String, Vec<u8>)>), BackendError> {
     const LIST: &str = "session_track_system_variables";
-    let quoted: Vec<String> = std::iter::once(LIST)
-        .chain(names.iter().map(String::as_str))
+    const STATE: &str = "session_track_state_change";
+    let row: Option<(Option<Vec<u8>>, Option<Vec<u8>>)> = conn
+        .query_first(format!("SELECT @@session.{LIST}, @@session.{STATE}"))
+        .await?;
+    let (list, state) = row.unwrap_or_default();
+    let list = list.unwrap_or_default();
+    let mut values = Vec::new();
+    if names.iter().any(|n| n == STATE) {
+        let on = state.is_some_and(|v| v == b"1");
+        values.push((
+            STATE.to_string(),
+            if on { b"ON".to_vec() } else { b"OFF".to_vec() },
+        ));
+    }
+    if names.iter().any(|n| n == LIST) {
+        values.push((LIST.to_string(), list.clone()));
+    }
+    let quoted: Vec<String> = names
+        .iter()
+        .filter(|n| *n != LIST && *n != STATE && is_tracked(&list, n))
         .filter(|n| n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
         .map(|n| format!("'{}'", n.to_ascii_uppercase()))
         .collect();
+    if quoted.is_empty() {
+        return Ok((list, values));
+    }
     let rows: Vec<(Vec<u8>, Option<Vec<u8>>)> = conn
         .query(format!(
             "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.SESSION_VARIABLES \
@@ -149,15 +175,9 @@ pub async fn read_tracked(
             quoted.join(", ")
         ))
         .await?;
-    let mut list = Vec::new();
-    let mut values = Vec::with_capacity(rows.len());
     for (name, value) in rows {
         let name = String::from_utf8_lossy(&name).to_ascii_lowercase();
-        let value = value.unwrap_or_default();
-        if name == LIST {
-            list = value.clone();
-        }
-        values.push((name, value));
+        values.push((name, value.unwrap_or_default()));
     }
     Ok((list, values))
 }
