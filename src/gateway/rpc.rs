@@ -50,6 +50,11 @@ struct Ran {
 /// The variable that turns state-change tracking on.
 const STATE_CHANGE: &str = "session_track_state_change";
 
+/// MariaDB's default `session_track_system_variables`, for a session that
+/// has not read its own yet.
+const DEFAULT_TRACKED: &[u8] =
+    b"autocommit,character_set_client,character_set_connection,character_set_results,time_zone";
+
 /// A session still held by another request (which `leased` waited for).
 fn busy() -> ApiError {
     ApiError::new(
@@ -541,6 +546,22 @@ impl Rpc {
         let names = session_reads::tracked_variables(sql, dialect);
         let follow = session_reads::sets_state_change_tracking(sql, dialect);
         let state = &mut *lease.state;
+        // `SET NAMES 'cs' [COLLATE 'co']` (what a sidecar sends for a
+        // handshake collation) is read from its text, as without tracking:
+        // a read would show in the client's `Com_select`.
+        if let Some(set) = session_reads::set_names(sql) {
+            let list = state.tracked_list.as_deref().unwrap_or(DEFAULT_TRACKED);
+            let values: Vec<(String, Vec<u8>)> = names
+                .iter()
+                .map(|n| (n.clone(), set.charset.as_bytes().to_vec()))
+                .collect();
+            state.state_changes = session_track::entries(list, &names, &values);
+            if state.tracks_state_change {
+                let changes = std::mem::take(&mut state.state_changes);
+                state.state_changes = session_track::with_state_change(changes);
+            }
+            return;
+        }
         let mut read = names.clone();
         if follow {
             read.push(STATE_CHANGE.into());
@@ -549,6 +570,7 @@ impl Rpc {
             match session_state::read_tracked(conn, &read).await {
                 Ok((list, values)) => {
                     state.state_changes = session_track::entries(&list, &names, &values);
+                    state.tracked_list = Some(list);
                     if follow {
                         state.tracks_state_change = values
                             .iter()

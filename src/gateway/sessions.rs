@@ -79,6 +79,9 @@ pub struct SessionState {
     /// The session's `session_track_state_change` is on (read back after
     /// a `SET` of it; such a `SET` pins the session to its connection).
     pub tracks_state_change: bool,
+    /// The session's `session_track_system_variables` as last read
+    /// (`None`: not yet, the server's default).
+    pub tracked_list: Option<Vec<u8>>,
     /// Why the session is bound to this gateway and its backend
     /// connection, besides a transaction (sticky: backend state is not
     /// tracked to its end). `None`: the cookie describes it whole.
