@@ -143,7 +143,8 @@ pub async fn read_tracked(
 ) -> Result<(Vec<u8>, Vec<(String, Vec<u8>)>), BackendError> {
     const LIST: &str = "session_track_system_variables";
     const STATE: &str = "session_track_state_change";
-    let row: Option<(Option<Vec<u8>>, Option<Vec<u8>>)> = conn
+    type Nullable = Option<Vec<u8>>;
+    let row: Option<(Nullable, Nullable)> = conn
         .query_first(format!("SELECT @@session.{LIST}, @@session.{STATE}"))
         .await?;
     let (list, state) = row.unwrap_or_default();
