@@ -11,7 +11,8 @@ use crate::config::Limits;
 use crate::mysql::MysqlError;
 use crate::translate::errors::to_rpc_error;
 use crate::translate::rows::row_size;
-use crate::translate::{bind, statement};
+use crate::translate::sql_text::Dialect;
+use crate::translate::{bind, session_track, statement};
 
 use super::auth::Account;
 use super::backend::{self, BackendError, Flow, JsonLookup, Outcome, ResultSink, Summary};
@@ -45,6 +46,14 @@ struct Ran {
     outcome: Option<Outcome>,
     error: Option<RpcError>,
 }
+
+/// The variable that turns state-change tracking on.
+const STATE_CHANGE: &str = "session_track_state_change";
+
+/// MariaDB's default `session_track_system_variables`, for a session that
+/// has not read its own yet.
+const DEFAULT_TRACKED: &[u8] =
+    b"autocommit,character_set_client,character_set_connection,character_set_results,time_zone";
 
 /// A session still held by another request (which `leased` waited for).
 fn busy() -> ApiError {
@@ -184,6 +193,7 @@ impl Rpc {
                 });
             }
         };
+        lease.state.state_changes.clear();
         let mut response = pb::PrepareResponse::default();
         self.backend_packet
             .learn(account.pool(), self.connect_timeout)
@@ -277,6 +287,8 @@ impl Rpc {
         request: &pb::ExecuteRequest,
         sink: &mut S,
     ) -> Ran {
+        // Tracking entries belong to the answer of the statement that made them.
+        lease.state.state_changes.clear();
         let dialect = lease.state.dialect();
         let charset = lease.state.charset_name();
         // A MySQL prepared statement runs as one at the backend (binary.rs).
@@ -413,6 +425,9 @@ impl Rpc {
             Some(names) if ran.error.is_none() => names.record(&mut lease.state),
             _ => self.track_replayable(lease, &effect.sets).await,
         }
+        if ran.error.is_none() && lease.state.tracks_session_state {
+            self.read_state_changes(lease, &sql, &dialect).await;
+        }
         ran
     }
 
@@ -520,6 +535,55 @@ impl Rpc {
             Ok(Err(why)) => state.pin(why),
             Err(BackendError::Connection(_)) => state.conn = None,
             Err(BackendError::Sql(_)) => state.pin("session variables that could not be read back"),
+        }
+    }
+
+    /// The session-state tracking entries of a statement that ran, for a
+    /// client that reads them: the variables a `SET` assigned that the
+    /// session tracks, with their values as the backend shows them now,
+    /// then the state change, if the session tracks those.
+    async fn read_state_changes(&self, lease: &mut Lease, sql: &[u8], dialect: &Dialect) {
+        let names = session_reads::tracked_variables(sql, dialect);
+        let follow = session_reads::sets_state_change_tracking(sql, dialect);
+        let state = &mut *lease.state;
+        // `SET NAMES 'cs' [COLLATE 'co']` (what a sidecar sends for a
+        // handshake collation) is read from its text, as without tracking:
+        // a read would show in the client's `Com_select`.
+        if let Some(set) = session_reads::set_names(sql) {
+            let list = state.tracked_list.as_deref().unwrap_or(DEFAULT_TRACKED);
+            let values: Vec<(String, Vec<u8>)> = names
+                .iter()
+                .map(|n| (n.clone(), set.charset.as_bytes().to_vec()))
+                .collect();
+            state.state_changes = session_track::entries(list, &names, &values);
+            if state.tracks_state_change {
+                let changes = std::mem::take(&mut state.state_changes);
+                state.state_changes = session_track::with_state_change(changes);
+            }
+            return;
+        }
+        let mut read = names.clone();
+        if follow {
+            read.push(STATE_CHANGE.into());
+        }
+        if let Some(conn) = state.conn.as_mut().filter(|_| !read.is_empty()) {
+            match session_state::read_tracked(conn, &read).await {
+                Ok((list, values)) => {
+                    state.state_changes = session_track::entries(&list, &names, &values);
+                    state.tracked_list = Some(list);
+                    if follow {
+                        state.tracks_state_change = values
+                            .iter()
+                            .any(|(n, v)| n == STATE_CHANGE && v.eq_ignore_ascii_case(b"ON"));
+                    }
+                }
+                Err(BackendError::Connection(_)) => state.conn = None,
+                Err(BackendError::Sql(e)) => debug!(code = e.code, "tracked variables unavailable"),
+            }
+        }
+        if state.tracks_state_change && session_reads::marks_state_change(sql, dialect) {
+            let changes = std::mem::take(&mut state.state_changes);
+            state.state_changes = session_track::with_state_change(changes);
         }
     }
 

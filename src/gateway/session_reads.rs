@@ -14,7 +14,9 @@
 use crate::translate::sql_text::Dialect;
 use crate::translate::statement::{self, leading_keyword};
 
-use super::session_state::{Token, Tokens, set_targets};
+use crate::translate::session_track::{self, Assignment};
+
+use super::session_state::{Token, Tokens, set_assignments, set_targets};
 use super::sessions::SessionState;
 
 /// Leading keywords of statements that change none of the followed
@@ -104,6 +106,99 @@ pub fn may_change_followed(sql: &[u8], dialect: &Dialect, answered_rows: bool) -
         }),
         k => !KEEP.iter().any(|keep| keep.as_bytes() == k),
     }
+}
+
+/// The session variables whose new values a client that reads
+/// session-state tracking must be told about after `sql` ran without
+/// error ([`session_track::reported`]): those a single `SET` assigns. A
+/// variable set by a statement in a multi-statement, a procedure or a
+/// prepared statement is not followed (that would take a read after
+/// statements that set nothing), nor is `SET STATEMENT … FOR`, whose
+/// values are gone when it ends.
+pub fn tracked_variables(sql: &[u8], dialect: &Dialect) -> Vec<String> {
+    let is_set = leading_keyword(sql).is_some_and(|k| k.eq_ignore_ascii_case(b"SET"));
+    if !is_set || statement::is_multi_statement(sql, dialect) {
+        return Vec::new();
+    }
+    let tokens: Vec<_> = Tokens::new(sql, dialect).skip(1).collect();
+    let word = |i: usize, w: &str| matches!(tokens.get(i), Some(Token::Word(x)) if x.eq_ignore_ascii_case(w.as_bytes()));
+    if word(0, "STATEMENT") {
+        return Vec::new();
+    }
+    if (word(0, "SESSION") || word(0, "LOCAL")) && word(1, "TRANSACTION") {
+        // Each characteristic, comma-separated, by its first word.
+        let firsts: Vec<&[u8]> = tokens[2..]
+            .split(|t| *t == Token::Punct(b','))
+            .filter_map(|part| match part.first() {
+                Some(Token::Word(w)) => Some(*w),
+                _ => None,
+            })
+            .collect();
+        return session_track::transaction_characteristics(&firsts);
+    }
+    set_assignments(&tokens)
+        .map(|assignments| session_track::reported(&assignments))
+        .unwrap_or_default()
+}
+
+/// Whether `sql` (which ran without error) may have turned the session's
+/// `session_track_state_change` on or off: a single `SET` naming it in
+/// any session scope (a bare `@@name` too). Read back after it.
+pub fn sets_state_change_tracking(sql: &[u8], dialect: &Dialect) -> bool {
+    single_set(sql, dialect).is_some_and(|assignments| {
+        assignments
+            .iter()
+            .any(|a| a.name.eq_ignore_ascii_case(b"session_track_state_change"))
+    })
+}
+
+/// Whether the server reports a state change after `sql` ran without
+/// error, to a session tracking state changes
+/// ([`session_track::changes_state`]). A multi-statement's is not
+/// followed.
+pub fn marks_state_change(sql: &[u8], dialect: &Dialect) -> bool {
+    if statement::is_multi_statement(sql, dialect) {
+        return false;
+    }
+    let Some(keyword) = leading_keyword(sql) else {
+        return false;
+    };
+    let keyword = keyword.to_ascii_uppercase();
+    let words: Vec<Vec<u8>> = Tokens::new(sql, dialect)
+        .skip(1)
+        .take(4)
+        .map_while(|t| match t {
+            Token::Word(w) => Some(w.to_ascii_uppercase()),
+            _ => None,
+        })
+        .collect();
+    let word = |i: usize, w: &str| words.get(i).is_some_and(|x| x == w.as_bytes());
+    let kind = match &keyword[..] {
+        b"SET" if word(0, "STATEMENT") => session_track::Statement::SetStatement,
+        b"SET" => {
+            let assignments = single_set(sql, dialect).unwrap_or_default();
+            return session_track::changes_state(session_track::Statement::Set(&assignments));
+        }
+        b"USE" | b"PREPARE" | b"DEALLOCATE" => session_track::Statement::ChangesState,
+        b"DROP" if word(0, "PREPARE") || word(0, "TEMPORARY") => {
+            session_track::Statement::ChangesState
+        }
+        b"CREATE" if word(0, "TEMPORARY") || word(2, "TEMPORARY") => {
+            session_track::Statement::ChangesState
+        }
+        _ => session_track::Statement::Other,
+    };
+    session_track::changes_state(kind)
+}
+
+/// The assignments of `sql` if it is a single `SET` the scan can read.
+fn single_set<'a>(sql: &'a [u8], dialect: &Dialect) -> Option<Vec<Assignment<'a>>> {
+    let is_set = leading_keyword(sql).is_some_and(|k| k.eq_ignore_ascii_case(b"SET"));
+    if !is_set || statement::is_multi_statement(sql, dialect) {
+        return None;
+    }
+    let tokens: Vec<_> = Tokens::new(sql, dialect).skip(1).collect();
+    set_assignments(&tokens)
 }
 
 /// What `SET NAMES 'charset' [COLLATE 'collation']` sets, read from its
@@ -293,6 +388,87 @@ mod tests {
         ));
         // Rows say nothing about a multi-statement's other parts.
         assert!(may_change_followed(b"EXECUTE s; USE test", &d, true));
+    }
+
+    #[test]
+    fn a_set_tells_which_variables_tracking_may_report() {
+        let tracked = |sql: &str| tracked_variables(sql.as_bytes(), &Dialect::default());
+        assert_eq!(
+            tracked("SET autocommit = 0, @@session.Time_Zone = '+01:00', @x = 1"),
+            ["autocommit", "time_zone"]
+        );
+        assert_eq!(
+            tracked("set names latin1"),
+            [
+                "character_set_client",
+                "character_set_connection",
+                "character_set_results"
+            ]
+        );
+        assert_eq!(
+            tracked("SET GLOBAL wait_timeout = 5, LOCAL wait_timeout = 6"),
+            ["wait_timeout"]
+        );
+        assert_eq!(
+            tracked("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED, READ ONLY"),
+            ["tx_isolation", "tx_read_only"]
+        );
+        assert_eq!(
+            tracked("set local transaction read write"),
+            ["tx_read_only"]
+        );
+        for none in [
+            "SET @@autocommit = 1",
+            "SET GLOBAL time_zone = '+00:00'",
+            "SET STATEMENT time_zone = '+00:00' FOR SELECT 1",
+            "SET time_zone = '+00:00'; SELECT 1",
+            "SET TRANSACTION READ ONLY",
+            "SELECT 1",
+            "SET",
+        ] {
+            assert!(tracked(none).is_empty(), "{none}");
+        }
+    }
+
+    #[test]
+    fn state_changes_are_read_from_the_statement() {
+        let d = Dialect::default();
+        for sql in [
+            "SET @a = 1",
+            "set names latin1",
+            "SET SESSION TRANSACTION READ WRITE",
+            "SET STATEMENT time_zone = '+01:00' FOR DO 1",
+            "USE app",
+            "PREPARE s FROM 'SELECT 1'",
+            "DEALLOCATE PREPARE s",
+            "drop prepare s",
+            "CREATE TEMPORARY TABLE t (a INT)",
+            "CREATE OR REPLACE TEMPORARY TABLE t (a INT)",
+            "DROP TEMPORARY TABLE IF EXISTS t",
+        ] {
+            assert!(marks_state_change(sql.as_bytes(), &d), "{sql}");
+        }
+        for sql in [
+            "SET @@time_zone = '+01:00'",
+            "SET GLOBAL wait_timeout = 5",
+            "SET TRANSACTION READ ONLY",
+            "SELECT @b := 1",
+            "EXECUTE s",
+            "DO 1",
+            "CREATE TABLE t (a INT)",
+            "DROP TABLE t",
+            "SET @a = 1; SET @b = 2",
+        ] {
+            assert!(!marks_state_change(sql.as_bytes(), &d), "{sql}");
+        }
+        assert!(sets_state_change_tracking(
+            b"SET @@session_track_state_change = 0",
+            &d
+        ));
+        assert!(!sets_state_change_tracking(
+            b"SET GLOBAL session_track_state_change = 1",
+            &d
+        ));
     }
 
     #[test]

@@ -22,6 +22,7 @@ use std::time::Duration;
 use mysql_async::prelude::Queryable;
 
 use crate::api::pb::VitessSession;
+use crate::translate::session_track::{Assignment, Scope, is_tracked};
 use crate::translate::sql_text::Dialect;
 use crate::translate::statement::second_statement;
 
@@ -124,6 +125,62 @@ pub async fn read_back(
         }
     }
     Ok(Ok(values))
+}
+
+/// The session's `session_track_system_variables` and the values of the
+/// `names` it tracks (lowercase, plain words), as `SHOW VARIABLES` shows
+/// them — what session-state tracking reports (`ON` for autocommit, an
+/// empty value for NULL), unlike `SELECT @@name`; also the list itself and
+/// `session_track_state_change` (`ON`/`OFF`) when named.
+///
+/// The list comes first, from a query that reads no table: a query that
+/// reads one (`information_schema`) clears the warnings of the client's
+/// `SET` (MariaDB keeps them past statements that use no table), so it
+/// runs only when a tracked variable was set.
+pub async fn read_tracked(
+    conn: &mut mysql_async::Conn,
+    names: &[String],
+) -> Result<(Vec<u8>, Vec<(String, Vec<u8>)>), BackendError> {
+    const LIST: &str = "session_track_system_variables";
+    const STATE: &str = "session_track_state_change";
+    type Nullable = Option<Vec<u8>>;
+    let row: Option<(Nullable, Nullable)> = conn
+        .query_first(format!("SELECT @@session.{LIST}, @@session.{STATE}"))
+        .await?;
+    let (list, state) = row.unwrap_or_default();
+    let list = list.unwrap_or_default();
+    let mut values = Vec::new();
+    if names.iter().any(|n| n == STATE) {
+        let on = state.is_some_and(|v| v == b"1");
+        values.push((
+            STATE.to_string(),
+            if on { b"ON".to_vec() } else { b"OFF".to_vec() },
+        ));
+    }
+    if names.iter().any(|n| n == LIST) {
+        values.push((LIST.to_string(), list.clone()));
+    }
+    let quoted: Vec<String> = names
+        .iter()
+        .filter(|n| *n != LIST && *n != STATE && is_tracked(&list, n))
+        .filter(|n| n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+        .map(|n| format!("'{}'", n.to_ascii_uppercase()))
+        .collect();
+    if quoted.is_empty() {
+        return Ok((list, values));
+    }
+    let rows: Vec<(Vec<u8>, Option<Vec<u8>>)> = conn
+        .query(format!(
+            "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.SESSION_VARIABLES \
+             WHERE VARIABLE_NAME IN ({})",
+            quoted.join(", ")
+        ))
+        .await?;
+    for (name, value) in rows {
+        let name = String::from_utf8_lossy(&name).to_ascii_lowercase();
+        values.push((name, value.unwrap_or_default()));
+    }
+    Ok((list, values))
 }
 
 /// The statement that rebuilds a session's settings on a fresh backend
@@ -425,39 +482,57 @@ fn set_variables(tokens: &[Token<'_>]) -> Result<Vec<&'static str>, &'static str
 /// `TRANSACTION`, `PASSWORD`, `ROLE` for those statements), leaving out
 /// GLOBAL variables and user variables; `None` if the scan cannot read it.
 pub(super) fn set_targets<'a>(tokens: &[Token<'a>]) -> Option<Vec<&'a [u8]>> {
+    let assignments = set_assignments(tokens)?;
+    Some(
+        assignments
+            .into_iter()
+            .map(|a| a.name)
+            .filter(|name| !name.is_empty())
+            .collect(),
+    )
+}
+
+/// [`set_targets`], each with how it names its scope (a bare `@@name`,
+/// which session-state tracking does not report), and user variables
+/// (with an empty name).
+pub(super) fn set_assignments<'a>(tokens: &[Token<'a>]) -> Option<Vec<Assignment<'a>>> {
     let mut names = Vec::new();
     let mut i = 0;
     loop {
         let mut global = false;
+        let mut scope = Scope::Implied;
         if is(tokens.get(i), "GLOBAL") {
             global = true;
             i += 1;
         } else if is(tokens.get(i), "SESSION") || is(tokens.get(i), "LOCAL") {
+            scope = Scope::Session;
             i += 1;
         }
-        let name: Option<&[u8]> = match tokens.get(i)? {
-            Token::Word(w) => Some(w),
+        let name: &[u8] = match tokens.get(i)? {
+            Token::Word(w) => w,
             Token::SystemVariable(v) => {
                 let lower = v.to_ascii_lowercase();
                 if let Some(rest) = lower.strip_prefix(b"global.") {
                     global = true;
-                    Some(&v[v.len() - rest.len()..])
+                    &v[v.len() - rest.len()..]
                 } else if let Some(rest) = lower
                     .strip_prefix(b"session.")
                     .or_else(|| lower.strip_prefix(b"local."))
                 {
-                    Some(&v[v.len() - rest.len()..])
+                    scope = Scope::Session;
+                    &v[v.len() - rest.len()..]
                 } else {
-                    Some(v)
+                    scope = Scope::BareAt;
+                    v
                 }
             }
             // `@x = …`: the variable's name follows, and is skipped below.
-            Token::UserVariable => None,
+            Token::UserVariable => b"",
             _ => return None,
         };
         i += 1;
-        if let Some(name) = name.filter(|_| !global) {
-            names.push(name);
+        if !global {
+            names.push(Assignment { name, scope });
         }
         // On to the next assignment: a comma outside parentheses.
         let mut depth = 0usize;

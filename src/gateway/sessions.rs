@@ -68,6 +68,20 @@ pub struct SessionState {
     /// `CLIENT_FOUND_ROWS`, a Vitess session's `options.client_found_rows`):
     /// the session's connections come from the pool opened with that flag.
     pub client_found_rows: bool,
+    /// The client reads session-state tracking (the request's
+    /// `options.session_state_tracking`): after a `SET`, the variables it
+    /// reports are read back into `state_changes`.
+    pub tracks_session_state: bool,
+    /// The session-state tracking entries of the request's last statement
+    /// (encoded, `SESSION_TRACK_SYSTEM_VARIABLES`), sent in the cookie's
+    /// `session_state_changes`.
+    pub state_changes: Vec<u8>,
+    /// The session's `session_track_state_change` is on (read back after
+    /// a `SET` of it; such a `SET` pins the session to its connection).
+    pub tracks_state_change: bool,
+    /// The session's `session_track_system_variables` as last read
+    /// (`None`: not yet, the server's default).
+    pub tracked_list: Option<Vec<u8>>,
     /// Why the session is bound to this gateway and its backend
     /// connection, besides a transaction (sticky: backend state is not
     /// tracked to its end). `None`: the cookie describes it whole.
@@ -110,7 +124,9 @@ impl SessionState {
         self.last_insert_id = vitess.last_insert_id;
         if let Some(options) = &vitess.options {
             self.client_found_rows = options.client_found_rows;
+            self.tracks_session_state = options.session_state_tracking;
         }
+        self.state_changes.clear();
         self.replayed = session_state::replayed_from(vitess);
         let variable = |name: &str| {
             vitess
@@ -248,6 +264,7 @@ impl Sessions {
             lease.state.target = target.map(str::to_string);
             if let Some(options) = asked.and_then(|v| v.options.as_ref()) {
                 lease.state.client_found_rows = options.client_found_rows;
+                lease.state.tracks_session_state = options.session_state_tracking;
             }
             return Ok(lease);
         };
@@ -484,8 +501,10 @@ impl Sessions {
             options: Some(ExecuteOptions {
                 included_fields: IncludedFields::All as i32,
                 client_found_rows: state.client_found_rows,
+                session_state_tracking: state.tracks_session_state,
                 ..Default::default()
             }),
+            session_state_changes: state.state_changes.clone().into(),
             target_string: state.target.clone().unwrap_or_default(),
             in_reserved_conn: state.pinned.is_some(),
             last_insert_id: state.last_insert_id,

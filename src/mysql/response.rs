@@ -45,6 +45,31 @@ struct OkBody<'a> {
 /// `SESSION_TRACK_SCHEMA`: the default database changed (to `schema`).
 const SESSION_TRACK_SCHEMA: u8 = 1;
 
+/// `SESSION_TRACK_SYSTEM_VARIABLES`: a tracked system variable was set.
+const SESSION_TRACK_SYSTEM_VARIABLES: u8 = 0;
+
+/// The session-state entry a server sends when a statement sets a system
+/// variable named in the session's `session_track_system_variables`:
+/// its name and value, as `SHOW VARIABLES` shows it.
+pub fn session_track_system_variable(name: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut data = BytesMut::new();
+    data.put_lenenc_str(name);
+    data.put_lenenc_str(value);
+    let mut entry = BytesMut::new();
+    entry.put_u8(SESSION_TRACK_SYSTEM_VARIABLES);
+    entry.put_lenenc_str(&data);
+    entry.to_vec()
+}
+
+/// `SESSION_TRACK_STATE_CHANGE`: the session's state changed.
+const SESSION_TRACK_STATE_CHANGE: u8 = 2;
+
+/// The entry a server sends, with `session_track_state_change` on, after
+/// a statement that changed session state: its data is `1`.
+pub fn session_track_state_change() -> [u8; 3] {
+    [SESSION_TRACK_STATE_CHANGE, 1, b'1']
+}
+
 /// The session-state entry a server sends when the default database
 /// changes (`session_track_schema`, on by default): drivers such as
 /// MariaDB Connector/J keep their idea of the current database from it.

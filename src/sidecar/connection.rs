@@ -69,6 +69,9 @@ impl Connection {
                     .capabilities
                     .contains(CapabilityFlags::CLIENT_FOUND_ROWS)
             }),
+            tracks_state: login
+                .capabilities
+                .contains(CapabilityFlags::CLIENT_SESSION_TRACK),
         };
         let mariadb =
             (shared.auth.read().expect("not poisoned").server_version).contains("MariaDB");

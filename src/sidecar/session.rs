@@ -40,6 +40,10 @@ pub struct Session {
     selecting: bool,
     /// The session variables the last response reported.
     reported: Reported,
+    /// The system variables the last request set that the session tracks
+    /// (encoded session-state entries, from the gateway's
+    /// `session_state_changes`), not yet told to the client.
+    variables_set: Bytes,
 }
 
 /// What a connection asks of each new upstream session, in its first
@@ -51,6 +55,9 @@ pub struct NewSession {
     /// the rows matched, not only those changed. `None`: the server's
     /// default (a psdb server that takes no requests).
     pub found_rows: Option<bool>,
+    /// The client reads session-state tracking (`CLIENT_SESSION_TRACK`):
+    /// the gateway reports the system variables a statement sets.
+    pub tracks_state: bool,
 }
 
 impl Session {
@@ -117,6 +124,7 @@ impl Session {
             self.in_transaction = v.in_transaction;
             self.autocommit = v.autocommit;
             self.warnings = u16::try_from(v.warnings.len()).unwrap_or(u16::MAX);
+            self.variables_set = v.session_state_changes.clone();
             // The gateway answers a target it could not select with none.
             // Any other name is where the first statement moved the
             // session (`USE`), as a Vitess session's target follows it.
@@ -146,16 +154,19 @@ impl Session {
         self.selecting = true;
     }
 
-    /// The session-state change to report on the next OK, if the default
-    /// database moved since the last one.
+    /// The session-state changes to report on the next OK: the tracked
+    /// system variables the statement set, then the default database if
+    /// it moved since the last one (the server's order).
     pub fn take_state_changes(&mut self) -> Vec<u8> {
         // A request that got no session back (a transport error) selected
         // nothing.
         self.selecting = false;
-        match self.moved_to.take() {
-            Some(db) => session_track_schema(db.as_bytes()),
-            None => Vec::new(),
+        let mut changes = std::mem::take(&mut self.variables_set).to_vec();
+        if let Some(db) = self.moved_to.take() {
+            let at = variables_end(&changes);
+            changes.splice(at..at, session_track_schema(db.as_bytes()));
         }
+        changes
     }
 
     /// Whether the database asked for at login turned out not to be
@@ -202,6 +213,47 @@ impl Session {
         }
         dialect
     }
+}
+
+/// Where the system-variable entries at the start of encoded session-state
+/// changes end: the schema goes there, before a state change, as the
+/// server orders its trackers. Entries that cannot be read end it.
+fn variables_end(changes: &[u8]) -> usize {
+    let mut at = 0;
+    while let Some(&kind) = changes.get(at) {
+        // Entries are short: a one-byte length (< 251) is all the
+        // gateway writes for a variable; a longer one is length-encoded.
+        let Some((len, header)) = lenenc_len(&changes[at + 1..]) else {
+            return at;
+        };
+        let end = at + 1 + header + len;
+        if kind != 0 || end > changes.len() {
+            return at;
+        }
+        at = end;
+    }
+    at
+}
+
+/// A length-encoded integer at the start of `b`: its value and size.
+fn lenenc_len(b: &[u8]) -> Option<(usize, usize)> {
+    let (value, size) = match *b.first()? {
+        n @ 0..=0xfa => (u64::from(n), 1),
+        0xfc => (
+            u64::from(u16::from_le_bytes(b.get(1..3)?.try_into().ok()?)),
+            3,
+        ),
+        0xfd => {
+            let v = b.get(1..4)?;
+            (
+                u64::from(v[0]) | u64::from(v[1]) << 8 | u64::from(v[2]) << 16,
+                4,
+            )
+        }
+        0xfe => (u64::from_le_bytes(b.get(1..9)?.try_into().ok()?), 9),
+        _ => return None,
+    };
+    Some((usize::try_from(value).ok()?, size))
 }
 
 /// The session variables the gateway reports (`system_variables`), read
@@ -253,6 +305,7 @@ pub fn session_request(database: Option<&str>, new: NewSession) -> RawSession {
         .found_rows
         .map(|found_rows| pb::vitess::query::v22::ExecuteOptions {
             client_found_rows: found_rows,
+            session_state_tracking: new.tracks_state,
             ..Default::default()
         });
     let session = pb::Session {
@@ -281,6 +334,22 @@ mod tests {
             }),
         };
         RawSession::from_bytes(session.encode_to_vec().into()).unwrap()
+    }
+
+    #[test]
+    fn the_schema_goes_between_the_variables_and_a_state_change() {
+        use crate::mysql::response::{session_track_state_change, session_track_system_variable};
+        let var = session_track_system_variable(b"time_zone", b"+01:00");
+        let long = session_track_system_variable(b"sql_mode", &[b'A'; 300]);
+        let mut changes = var.clone();
+        changes.extend(&long);
+        assert_eq!(variables_end(&changes), changes.len());
+        changes.extend(session_track_state_change());
+        assert_eq!(variables_end(&changes), var.len() + long.len());
+        assert_eq!(variables_end(&[]), 0);
+        // Cut short or garbage: nothing is skipped past what is readable.
+        assert_eq!(variables_end(&var[..var.len() - 1]), 0);
+        assert_eq!(variables_end(&[0, 0xff]), 0);
     }
 
     #[test]
@@ -357,6 +426,7 @@ mod tests {
         );
         let asking = NewSession {
             found_rows: Some(false),
+            ..NewSession::default()
         };
         assert!(Session::new(asking).reset().is_none());
         let mut s = Session::new(asking);

@@ -8,6 +8,7 @@ pub mod out_params;
 pub mod params;
 pub mod results;
 pub mod rows;
+pub mod session_track;
 pub mod sql_text;
 pub mod statement;
 pub mod to_mysql;

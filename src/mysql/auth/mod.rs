@@ -554,7 +554,11 @@ impl Handshake {
     }
 
     fn finish(&mut self, plugin: Plugin, out: &mut Packets) -> Progress {
-        write_ok(out);
+        write_ok(
+            out,
+            self.session.capabilities,
+            self.session.database.as_deref(),
+        );
         self.state = State::Authenticated;
         let s = &self.session;
         Progress::Done(Authenticated {
@@ -572,16 +576,22 @@ impl Handshake {
     }
 }
 
-/// The login's OK: nothing affected, autocommit on (a new session).
-fn write_ok(out: &mut Packets) {
-    response::ok(
+/// The login's OK: nothing affected, autocommit on (a new session); to a
+/// client that reads session-state tracking, the database it logged in
+/// to, as MariaDB reports it.
+fn write_ok(out: &mut Packets, client: CapabilityFlags, database: Option<&[u8]>) {
+    let caps =
+        CapabilityFlags::CLIENT_PROTOCOL_41 | (client & CapabilityFlags::CLIENT_SESSION_TRACK);
+    let state = database.map(response::session_track_schema);
+    response::ok_tracked(
         out,
-        CapabilityFlags::CLIENT_PROTOCOL_41,
+        caps,
         0,
         0,
         StatusFlags::SERVER_STATUS_AUTOCOMMIT,
         0,
         "",
+        state.as_deref().unwrap_or_default(),
     );
 }
 
