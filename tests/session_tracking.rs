@@ -57,10 +57,6 @@ async fn write_packet<S: AsyncWrite + Unpin>(s: &mut S, seq: u8, payload: &[u8])
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Tracking<S> {
-    async fn login(stream: S, user: &str, password: &str, db: &str) -> Self {
-        Self::login_with(stream, user, password, db, Handshake::default()).await
-    }
-
     async fn login_in(stream: S, user: &str, password: &str, db: &str, latin1: bool) -> Self {
         let handshake = Handshake {
             latin1,
@@ -170,6 +166,26 @@ fn decode_changes(packet: &[u8], caps: CapabilityFlags) -> Vec<String> {
         .collect()
 }
 
+/// The same login through the sidecar and directly to its MariaDB, both
+/// asking for session tracking (`other_collation`: see `login_in`).
+async fn through_sidecar_and_directly(
+    chain: &Chain,
+    other_collation: bool,
+) -> (
+    Tracking<tokio::net::TcpStream>,
+    Tracking<tokio::net::UnixStream>,
+) {
+    let direct = tokio::net::UnixStream::connect(&chain.stack.db.socket)
+        .await
+        .unwrap();
+    let direct = Tracking::login_in(direct, "app", "app-backend-pw", "app", other_collation).await;
+    let via = tokio::net::TcpStream::connect(chain.sidecar.addr())
+        .await
+        .unwrap();
+    let via = Tracking::login_in(via, LOCAL_USER, LOCAL_PASSWORD, "app", other_collation).await;
+    (via, direct)
+}
+
 /// A client that asked for session tracking learns each move of the
 /// default database from the OK packet, through the sidecar as directly
 /// — also a `USE` of the database it is already in, and a move back to
@@ -177,14 +193,7 @@ fn decode_changes(packet: &[u8], caps: CapabilityFlags) -> Vec<String> {
 #[tokio::test]
 async fn the_default_database_is_tracked_as_directly() {
     let chain = Chain::start().await;
-    let direct = tokio::net::UnixStream::connect(&chain.stack.db.socket)
-        .await
-        .unwrap();
-    let mut direct = Tracking::login(direct, "app", "app-backend-pw", "app").await;
-    let via = tokio::net::TcpStream::connect(chain.sidecar.addr())
-        .await
-        .unwrap();
-    let mut via = Tracking::login(via, LOCAL_USER, LOCAL_PASSWORD, "app").await;
+    let (mut via, mut direct) = through_sidecar_and_directly(&chain, false).await;
     assert_eq!(via.at_login, direct.at_login, "the login's OK");
     assert!(
         direct.at_login.iter().any(|c| c.contains("Schema")),
@@ -222,14 +231,7 @@ async fn the_default_database_is_tracked_as_directly() {
 #[tokio::test]
 async fn tracked_system_variables_are_reported_as_directly() {
     let chain = Chain::start().await;
-    let direct = tokio::net::UnixStream::connect(&chain.stack.db.socket)
-        .await
-        .unwrap();
-    let mut direct = Tracking::login(direct, "app", "app-backend-pw", "app").await;
-    let via = tokio::net::TcpStream::connect(chain.sidecar.addr())
-        .await
-        .unwrap();
-    let mut via = Tracking::login(via, LOCAL_USER, LOCAL_PASSWORD, "app").await;
+    let (mut via, mut direct) = through_sidecar_and_directly(&chain, false).await;
     let statements = [
         "SET autocommit = 0",
         "SET autocommit = 0",
@@ -287,14 +289,7 @@ async fn tracked_system_variables_are_reported_as_directly() {
 #[tokio::test]
 async fn state_changes_are_reported_as_directly() {
     let chain = Chain::start().await;
-    let direct = tokio::net::UnixStream::connect(&chain.stack.db.socket)
-        .await
-        .unwrap();
-    let mut direct = Tracking::login(direct, "app", "app-backend-pw", "app").await;
-    let via = tokio::net::TcpStream::connect(chain.sidecar.addr())
-        .await
-        .unwrap();
-    let mut via = Tracking::login(via, LOCAL_USER, LOCAL_PASSWORD, "app").await;
+    let (mut via, mut direct) = through_sidecar_and_directly(&chain, false).await;
     let statements = [
         "SET @before = 1",
         "SET session_track_state_change = 1",
@@ -347,14 +342,7 @@ async fn state_changes_are_reported_as_directly() {
 #[tokio::test]
 async fn the_sidecars_own_set_names_is_not_reported() {
     let chain = Chain::start().await;
-    let direct = tokio::net::UnixStream::connect(&chain.stack.db.socket)
-        .await
-        .unwrap();
-    let mut direct = Tracking::login_in(direct, "app", "app-backend-pw", "app", true).await;
-    let via = tokio::net::TcpStream::connect(chain.sidecar.addr())
-        .await
-        .unwrap();
-    let mut via = Tracking::login_in(via, LOCAL_USER, LOCAL_PASSWORD, "app", true).await;
+    let (mut via, mut direct) = through_sidecar_and_directly(&chain, true).await;
     assert_eq!(via.at_login, direct.at_login, "the login's OK");
     for sql in ["SET @x = 1", "SET time_zone = '+01:00'"] {
         let seen = (via.changes(sql).await, direct.changes(sql).await);
@@ -371,14 +359,7 @@ async fn reset_connection_and_init_db_are_reported_as_directly() {
     const COM_INIT_DB: u8 = 0x02;
     const COM_RESET_CONNECTION: u8 = 0x1f;
     let chain = Chain::start().await;
-    let direct = tokio::net::UnixStream::connect(&chain.stack.db.socket)
-        .await
-        .unwrap();
-    let mut direct = Tracking::login(direct, "app", "app-backend-pw", "app").await;
-    let via = tokio::net::TcpStream::connect(chain.sidecar.addr())
-        .await
-        .unwrap();
-    let mut via = Tracking::login(via, LOCAL_USER, LOCAL_PASSWORD, "app").await;
+    let (mut via, mut direct) = through_sidecar_and_directly(&chain, false).await;
     let init_db = |db: &str| [&[COM_INIT_DB][..], db.as_bytes()].concat();
     let commands = [
         b"\x03SET session_track_state_change = 1".to_vec(),
