@@ -241,8 +241,32 @@ async fn read_results<S: ResultSink>(
     sql: &[u8],
     sink: &mut S,
 ) -> Result<Outcome, BackendError> {
+    let result = conn.query_iter(sql).await?;
+    // The text protocol's cells are the server's bytes (or NULL).
+    let text_row = |columns: &[Column], row: &mysql_async::Row| {
+        pack_row((0..columns.len()).map(|i| match row.as_ref(i) {
+            Some(mysql_async::Value::Bytes(b)) => Some(&b[..]),
+            _ => None,
+        }))
+    };
+    let outcome = feed_results(result, json, sink, text_row).await?;
+    Ok(with_connection_warnings(conn, outcome))
+}
+
+/// Feeds every result of `result` (text or binary protocol) to `sink`,
+/// each row packed by `pack`; what the results said, summed up.
+pub(super) async fn feed_results<P, S, F>(
+    mut result: mysql_async::QueryResult<'_, 'static, P>,
+    json: JsonLookup<'_>,
+    sink: &mut S,
+    pack: F,
+) -> Result<Outcome, BackendError>
+where
+    P: mysql_async::prelude::Protocol,
+    S: ResultSink,
+    F: Fn(&[Column], &mysql_async::Row) -> pb::Row,
+{
     let mut outcome = Outcome::default();
-    let mut result = conn.query_iter(sql).await?;
     let mut flow = Flow::Continue;
     // One pass per result: `columns()` is `None` once every result (the
     // last OK of a multi-statement included) has been read.
@@ -265,11 +289,7 @@ async fn read_results<S: ResultSink>(
         while let Some(row) = result.next().await? {
             outcome.rows_read += 1;
             if flow == Flow::Continue {
-                let cells = (0..columns.len()).map(|i| match row.as_ref(i) {
-                    Some(mysql_async::Value::Bytes(b)) => Some(&b[..]),
-                    _ => None,
-                });
-                flow = sink.row(pack_row(cells)).await;
+                flow = sink.row(pack(&columns, &row)).await;
             }
         }
         outcome.warnings = result.warnings();
@@ -278,9 +298,14 @@ async fn read_results<S: ResultSink>(
     // A later statement of a multi-statement query that failed leaves its
     // error pending (`columns()` hides it); this surfaces it.
     result.next().await?;
-    drop(result);
-    outcome.warnings = outcome.warnings.max(conn.get_warnings());
     Ok(outcome)
+}
+
+/// The warning count of the last result, or the connection's if larger
+/// (an OK after the rows may carry more).
+pub(super) fn with_connection_warnings(conn: &Conn, mut outcome: Outcome) -> Outcome {
+    outcome.warnings = outcome.warnings.max(conn.get_warnings());
+    outcome
 }
 
 /// A column definition as a Vitess `Field`, every attribute kept.

@@ -33,7 +33,9 @@ use crate::translate::rows::pack_row;
 use crate::translate::sql_text::Dialect;
 use crate::translate::statement::leading_keyword;
 
-use super::backend::{BackendError, Flow, JsonLookup, Outcome, ResultSink, Summary};
+use super::backend::{
+    BackendError, JsonLookup, Outcome, ResultSink, feed_results, with_connection_warnings,
+};
 
 /// The text to prepare at the backend and the values of its remaining
 /// `?`s: every argument of a `CALL` (any may be OUT), and temporal values
@@ -141,46 +143,20 @@ async fn execute<S: ResultSink>(
     params: Vec<Value>,
     sink: &mut S,
 ) -> Result<Outcome, BackendError> {
-    let mut outcome = Outcome::default();
     let params = if params.is_empty() {
         mysql_async::Params::Empty
     } else {
         mysql_async::Params::Positional(params)
     };
-    let mut result = conn.exec_iter(statement, params).await?;
-    let mut flow = Flow::Continue;
-    while let Some(columns) = result.columns() {
-        let mut summary = Summary::default();
-        if columns.is_empty() {
-            outcome.rows_affected = result.affected_rows();
-            outcome.insert_id = result.last_insert_id().unwrap_or(0);
-            outcome.info = result.info().into_owned();
-            summary.rows_affected = outcome.rows_affected;
-            summary.insert_id = outcome.insert_id;
-            summary.info = outcome.info.clone();
-        } else {
-            summary.ended_rows = true;
-            outcome.had_rows = true;
-            if flow == Flow::Continue {
-                flow = sink.fields(json.fields(&columns).await).await;
-            }
-        }
-        while let Some(row) = result.next().await? {
-            outcome.rows_read += 1;
-            if flow == Flow::Continue {
-                let cells: Vec<Option<Cow<[u8]>>> = (0..columns.len())
-                    .map(|i| row.as_ref(i).and_then(|v| cell(&columns[i], v)))
-                    .collect();
-                flow = sink.row(pack_row(cells.iter().map(|c| c.as_deref()))).await;
-            }
-        }
-        outcome.warnings = result.warnings();
-        sink.end(summary).await;
-    }
-    result.next().await?;
-    drop(result);
-    outcome.warnings = outcome.warnings.max(conn.get_warnings());
-    Ok(outcome)
+    let result = conn.exec_iter(statement, params).await?;
+    let binary_row = |columns: &[Column], row: &mysql_async::Row| {
+        let cells: Vec<Option<Cow<[u8]>>> = (0..columns.len())
+            .map(|i| row.as_ref(i).and_then(|v| cell(&columns[i], v)))
+            .collect();
+        pack_row(cells.iter().map(|c| c.as_deref()))
+    };
+    let outcome = feed_results(result, json, sink, binary_row).await?;
+    Ok(with_connection_warnings(conn, outcome))
 }
 
 /// A binary-protocol value as text that the sidecar turns back into the
