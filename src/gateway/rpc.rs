@@ -549,39 +549,41 @@ impl Rpc {
         // `SET NAMES 'cs' [COLLATE 'co']` (what a sidecar sends for a
         // handshake collation) is read from its text, as without tracking:
         // a read would show in the client's `Com_select`.
-        if let Some(set) = session_reads::set_names(sql) {
+        let set_names = session_reads::set_names(sql);
+        if let Some(set) = &set_names {
             let list = state.tracked_list.as_deref().unwrap_or(DEFAULT_TRACKED);
             let values: Vec<(String, Vec<u8>)> = names
                 .iter()
                 .map(|n| (n.clone(), set.charset.as_bytes().to_vec()))
                 .collect();
             state.state_changes = session_track::entries(list, &names, &values);
-            if state.tracks_state_change {
-                let changes = std::mem::take(&mut state.state_changes);
-                state.state_changes = session_track::with_state_change(changes);
+        } else {
+            let mut read = names.clone();
+            if follow {
+                read.push(STATE_CHANGE.into());
             }
-            return;
-        }
-        let mut read = names.clone();
-        if follow {
-            read.push(STATE_CHANGE.into());
-        }
-        if let Some(conn) = state.conn.as_mut().filter(|_| !read.is_empty()) {
-            match session_state::read_tracked(conn, &read).await {
-                Ok((list, values)) => {
-                    state.state_changes = session_track::entries(&list, &names, &values);
-                    state.tracked_list = Some(list);
-                    if follow {
-                        state.tracks_state_change = values
-                            .iter()
-                            .any(|(n, v)| n == STATE_CHANGE && v.eq_ignore_ascii_case(b"ON"));
+            if let Some(conn) = state.conn.as_mut().filter(|_| !read.is_empty()) {
+                match session_state::read_tracked(conn, &read).await {
+                    Ok((list, values)) => {
+                        state.state_changes = session_track::entries(&list, &names, &values);
+                        state.tracked_list = Some(list);
+                        if follow {
+                            state.tracks_state_change = values
+                                .iter()
+                                .any(|(n, v)| n == STATE_CHANGE && v.eq_ignore_ascii_case(b"ON"));
+                        }
+                    }
+                    Err(BackendError::Connection(_)) => state.conn = None,
+                    Err(BackendError::Sql(e)) => {
+                        debug!(code = e.code, "tracked variables unavailable")
                     }
                 }
-                Err(BackendError::Connection(_)) => state.conn = None,
-                Err(BackendError::Sql(e)) => debug!(code = e.code, "tracked variables unavailable"),
             }
         }
-        if state.tracks_state_change && session_reads::marks_state_change(sql, dialect) {
+        // Only sessions that track state changes pay for the scan.
+        if state.tracks_state_change
+            && (set_names.is_some() || session_reads::marks_state_change(sql, dialect))
+        {
             let changes = std::mem::take(&mut state.state_changes);
             state.state_changes = session_track::with_state_change(changes);
         }
