@@ -9,16 +9,13 @@
 
 mod common;
 
-#[path = "common/raw_packets.rs"]
-mod raw_packets;
-
 use mysql_async::Value;
 use mysql_async::prelude::*;
 
+use common::raw_packets::{self, DEPRECATE_EOF, PS_OUT_PARAMS, Param, RawClient};
 use common::results::binary_results;
 use common::sidecar::Chain;
 use common::{LOCAL_PASSWORD, LOCAL_USER};
-use raw_packets::{DEPRECATE_EOF, PS_OUT_PARAMS, Param, RawClient};
 
 /// Raw clients straight to MariaDB and through the sidecar.
 async fn clients(chain: &Chain, extra_caps: u32) -> (RawClient, RawClient) {

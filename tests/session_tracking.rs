@@ -15,9 +15,10 @@ use mysql_common::packets::{
 };
 use mysql_common::proto::MySerialize;
 use mysql_common::scramble::scramble_native;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 
 use common::sidecar::Chain;
+use common::wire::{read_packet, write_packet};
 use common::{LOCAL_PASSWORD, LOCAL_USER};
 
 /// How a [`Tracking`] client logs in.
@@ -36,24 +37,6 @@ struct Tracking<S> {
     caps: CapabilityFlags,
     /// The login OK's session-state changes, decoded.
     at_login: Vec<String>,
-}
-
-async fn read_packet<S: AsyncRead + Unpin>(s: &mut S) -> (u8, Vec<u8>) {
-    let mut header = [0u8; 4];
-    s.read_exact(&mut header).await.unwrap();
-    let len = u32::from_le_bytes([header[0], header[1], header[2], 0]) as usize;
-    let mut payload = vec![0; len];
-    s.read_exact(&mut payload).await.unwrap();
-    (header[3], payload)
-}
-
-async fn write_packet<S: AsyncWrite + Unpin>(s: &mut S, seq: u8, payload: &[u8]) {
-    // One write: a header and payload written apart wait on Nagle's
-    // algorithm and the peer's delayed acknowledgement (40 ms).
-    let len = (payload.len() as u32).to_le_bytes();
-    let mut packet = vec![len[0], len[1], len[2], seq];
-    packet.extend_from_slice(payload);
-    s.write_all(&packet).await.unwrap();
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Tracking<S> {
@@ -107,7 +90,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Tracking<S> {
             // packet size.
             buf[8] = 8;
         }
-        write_packet(&mut stream, seq + 1, &buf).await;
+        write_packet(&mut stream, seq + 1, &buf).await.unwrap();
         let ok = loop {
             let (seq, packet) = read_packet(&mut stream).await;
             match packet.first() {
@@ -117,7 +100,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Tracking<S> {
                     let data = switch.plugin_data();
                     let nonce = data.strip_suffix(&[0]).unwrap_or(data);
                     let scramble = scramble_native(nonce, password.as_bytes()).unwrap();
-                    write_packet(&mut stream, seq + 1, &scramble).await;
+                    write_packet(&mut stream, seq + 1, &scramble).await.unwrap();
                 }
                 _ => panic!("login refused: {:?}", String::from_utf8_lossy(&packet)),
             }
@@ -140,7 +123,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Tracking<S> {
     /// Sends a command answered by an OK packet; its session-state
     /// changes, decoded.
     async fn command(&mut self, command: &[u8]) -> Vec<String> {
-        write_packet(&mut self.stream, 0, command).await;
+        write_packet(&mut self.stream, 0, command).await.unwrap();
         let (_, packet) = read_packet(&mut self.stream).await;
         assert_eq!(packet.first(), Some(&0x00), "{command:?}: {packet:?}");
         decode_changes(&packet, self.caps)

@@ -14,6 +14,7 @@ use mysql_async::{Conn, OptsBuilder, Value};
 
 use common::results::{binary_results, text_results};
 use common::sidecar::Chain;
+use common::wire::{read_packet, write_packet};
 use common::{LOCAL_PASSWORD, LOCAL_USER, Stack};
 
 const TYPES_TABLE: &str = "CREATE TABLE types (
@@ -575,7 +576,7 @@ async fn mariadb_cli_batch_mode_matches_a_direct_connection() {
 /// that raw, broken packets can follow.
 async fn raw_login(addr: std::net::SocketAddr) -> tokio::net::TcpStream {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let greeting = read_packet(&mut s).await;
+    let greeting = read_packet(&mut s).await.1;
     assert_eq!(greeting[0], 10, "protocol 10 greeting");
     let caps: u32 = 0x0000_0200 | 0x0000_8000 | 0x0008_0000; // PROTOCOL_41 | SECURE_CONNECTION | PLUGIN_AUTH
     let mut body = Vec::new();
@@ -586,27 +587,10 @@ async fn raw_login(addr: std::net::SocketAddr) -> tokio::net::TcpStream {
     body.extend_from_slice(b"anyone\0");
     body.push(0); // empty auth response
     body.extend_from_slice(b"mysql_native_password\0");
-    write_packet(&mut s, 1, &body).await;
-    let ok = read_packet(&mut s).await;
+    write_packet(&mut s, 1, &body).await.unwrap();
+    let ok = read_packet(&mut s).await.1;
     assert_eq!(ok[0], 0, "login OK: {ok:?}");
     s
-}
-
-async fn read_packet(s: &mut tokio::net::TcpStream) -> Vec<u8> {
-    use tokio::io::AsyncReadExt;
-    let mut header = [0u8; 4];
-    s.read_exact(&mut header).await.unwrap();
-    let len = u32::from_le_bytes([header[0], header[1], header[2], 0]) as usize;
-    let mut payload = vec![0; len];
-    s.read_exact(&mut payload).await.unwrap();
-    payload
-}
-
-async fn write_packet(s: &mut tokio::net::TcpStream, seq: u8, payload: &[u8]) {
-    use tokio::io::AsyncWriteExt;
-    let len = (payload.len() as u32).to_le_bytes();
-    s.write_all(&[len[0], len[1], len[2], seq]).await.unwrap();
-    s.write_all(payload).await.unwrap();
 }
 
 async fn closed(s: &mut tokio::net::TcpStream) -> bool {
@@ -634,19 +618,23 @@ async fn bad_packets_get_an_error_and_a_close_and_others_go_on() {
     let addr = chain.sidecar.addr();
     // Unknown command: ERR 1047, and the connection stays usable.
     let mut s = raw_login(addr).await;
-    write_packet(&mut s, 0, &[0x1d]).await; // COM_BINLOG_DUMP_GTID
-    assert_eq!(err_code(&read_packet(&mut s).await), 1047);
-    write_packet(&mut s, 0, &[0x0e]).await; // COM_PING
-    assert_eq!(read_packet(&mut s).await[0], 0, "still serving after 1047");
+    write_packet(&mut s, 0, &[0x1d]).await.unwrap(); // COM_BINLOG_DUMP_GTID
+    assert_eq!(err_code(&read_packet(&mut s).await.1), 1047);
+    write_packet(&mut s, 0, &[0x0e]).await.unwrap(); // COM_PING
+    assert_eq!(
+        read_packet(&mut s).await.1[0],
+        0,
+        "still serving after 1047"
+    );
     // Malformed command: ERR 1835, then the connection closes.
-    write_packet(&mut s, 0, &[0x17, 1]).await; // truncated COM_STMT_EXECUTE
-    assert_eq!(err_code(&read_packet(&mut s).await), 1835);
+    write_packet(&mut s, 0, &[0x17, 1]).await.unwrap(); // truncated COM_STMT_EXECUTE
+    assert_eq!(err_code(&read_packet(&mut s).await.1), 1835);
     assert!(closed(&mut s).await, "closed after a malformed packet");
     // Oversized packet: ERR 1153 as soon as the header says so, then a close.
     let mut s = raw_login(addr).await;
     use tokio::io::AsyncWriteExt;
     s.write_all(&[0xff, 0xff, 0x3f, 0, 3]).await.unwrap();
-    assert_eq!(err_code(&read_packet(&mut s).await), 1153);
+    assert_eq!(err_code(&read_packet(&mut s).await.1), 1153);
     assert!(closed(&mut s).await, "closed after an oversized packet");
     // Everyone else is unaffected.
     let mut conn = Conn::new(chain.opts("anyone", "whatever")).await.unwrap();
@@ -677,14 +665,14 @@ async fn a_client_gone_inside_a_transaction_releases_its_locks_at_once() {
         .unwrap();
     let query = |sql: &str| [&[0x03][..], sql.as_bytes()].concat();
     let mut s = raw_login(chain.sidecar.addr()).await;
-    write_packet(&mut s, 0, &query("USE app")).await;
-    assert_eq!(read_packet(&mut s).await[0], 0, "USE");
+    write_packet(&mut s, 0, &query("USE app")).await.unwrap();
+    assert_eq!(read_packet(&mut s).await.1[0], 0, "USE");
     for sql in [
         "BEGIN /* Привет мир */",
         "UPDATE locked SET v = 1 WHERE id = 1 -- 開始トランザクション",
     ] {
-        write_packet(&mut s, 0, &query(sql)).await;
-        let reply = read_packet(&mut s).await;
+        write_packet(&mut s, 0, &query(sql)).await.unwrap();
+        let reply = read_packet(&mut s).await.1;
         assert_eq!(reply[0], 0, "{sql}: {reply:?}");
     }
     drop(s); // hang up, mid-transaction
@@ -755,8 +743,10 @@ async fn an_idle_client_is_closed_after_the_sessions_wait_timeout() {
     .await;
     let query = |sql: &str| [&[0x03][..], sql.as_bytes()].concat();
     let mut s = raw_login(chain.sidecar.addr()).await;
-    write_packet(&mut s, 0, &query("SET SESSION wait_timeout = 2")).await;
-    assert_eq!(read_packet(&mut s).await[0], 0, "SET");
+    write_packet(&mut s, 0, &query("SET SESSION wait_timeout = 2"))
+        .await
+        .unwrap();
+    assert_eq!(read_packet(&mut s).await.1[0], 0, "SET");
     let idle_since = std::time::Instant::now();
     assert!(closed(&mut s).await, "closed after wait_timeout");
     let waited = idle_since.elapsed();
@@ -771,7 +761,7 @@ async fn an_idle_client_is_closed_after_the_sessions_wait_timeout() {
 async fn greeting(addr: std::net::SocketAddr) -> (String, bool, String) {
     const CLIENT_SSL: u16 = 0x0800;
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let g = read_packet(&mut s).await;
+    let g = read_packet(&mut s).await.1;
     assert_eq!(g[0], 10, "protocol 10 greeting");
     let nul_after = |at: usize| at + g[at..].iter().position(|&b| b == 0).expect("NUL");
     let version_end = nul_after(1);

@@ -56,6 +56,7 @@ use common::Stack;
 use common::raw_mysql::{Answer, RawClient, SERVER_STATUS_CURSOR_EXISTS};
 use common::sidecar::{Chain, local_user};
 use common::sidecar_child::SidecarChild;
+use common::wire::read_packet;
 
 const APP: (&str, &str) = ("app", "local-secret");
 const OTHER: (&str, &str) = ("other", "other-secret");
@@ -76,19 +77,6 @@ async fn start(tweak: impl FnOnce(&mut SidecarConfig)) -> Chain {
         tweak(config);
     })
     .await
-}
-
-/// One packet: (sequence id, payload).
-async fn read_packet(s: &mut TcpStream) -> (u8, Vec<u8>) {
-    let mut header = [0u8; 4];
-    tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut header))
-        .await
-        .expect("a packet within 5 s")
-        .expect("a packet header");
-    let len = u32::from_le_bytes([header[0], header[1], header[2], 0]) as usize;
-    let mut payload = vec![0; len];
-    s.read_exact(&mut payload).await.unwrap();
-    (header[3], payload)
 }
 
 fn err_code(payload: &[u8]) -> u16 {

@@ -11,6 +11,7 @@ pub mod command;
 mod error;
 pub mod packet;
 pub mod params;
+pub(crate) mod reader;
 pub mod response;
 pub mod temporal;
 
@@ -49,9 +50,9 @@ pub fn server_capabilities() -> CapabilityFlags {
         | CapabilityFlags::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
         | CapabilityFlags::CLIENT_CAN_HANDLE_EXPIRED_PASSWORDS
         | CapabilityFlags::CLIENT_DEPRECATE_EOF
-        // As MariaDB and MySQL 5.7+ do. We never report state changes,
-        // but the info text of an OK is then read as the length-encoded
-        // string we write: mysql2 reads it to the end of the packet
-        // without this flag, length byte included ("&Records: 3 …").
+        // As MariaDB and MySQL 5.7+ do: state changes go to clients that
+        // ask for them, and the info text of an OK is then read as the
+        // length-encoded string we write (mysql2 reads it to the end of
+        // the packet without this flag, length byte included: "&Records: 3 …").
         | CapabilityFlags::CLIENT_SESSION_TRACK
 }

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use bytes::{Bytes, BytesMut};
 
+use super::reader::Reader as LenencReader;
 use super::temporal::{DateTime, Time};
 use super::{ColumnType, MysqlError};
 
@@ -291,17 +292,11 @@ impl<'a> Reader<'a> {
 
     /// A length-encoded string, as a zero-copy slice of the payload.
     fn lenenc_bytes(&mut self) -> Result<Bytes, MysqlError> {
-        let len = match self.u8()? {
-            n @ 0..=0xfa => u64::from(n),
-            0xfc => u64::from(u16::from_le_bytes(self.take_array()?)),
-            0xfd => {
-                let [a, b, c] = self.take_array()?;
-                u64::from(u32::from_le_bytes([a, b, c, 0]))
-            }
-            0xfe => u64::from_le_bytes(self.take_array()?),
-            // 0xfb (NULL) and 0xff are not lengths.
-            _ => return Err(malformed()),
-        };
+        let rest = self.buf.get(self.pos..).ok_or_else(malformed)?;
+        let mut length = LenencReader::new(rest);
+        // 0xfb (NULL) and 0xff are not lengths.
+        let len = length.lenenc_int().ok_or_else(malformed)?;
+        self.pos += rest.len() - length.remaining();
         let len = usize::try_from(len).map_err(|_| malformed())?;
         let start = self.pos;
         self.take(len)?;

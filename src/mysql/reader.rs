@@ -1,18 +1,25 @@
-//! A bounds-checked cursor over a client packet.
+//! A bounds-checked cursor over a MySQL payload: the handshake's fields,
+//! length-encoded integers and strings wherever the protocol has them.
 
 /// A bounds-checked cursor over a payload; `None` means truncated.
-pub(super) struct Reader<'a>(&'a [u8]);
+pub(crate) struct Reader<'a>(&'a [u8]);
 
 impl<'a> Reader<'a> {
-    pub(super) fn new(bytes: &'a [u8]) -> Self {
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
         Self(bytes)
     }
 
-    pub(super) fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
-    pub(super) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+    /// How many bytes are left: what a caller subtracts to know how many
+    /// a read took.
+    pub(crate) fn remaining(&self) -> usize {
+        self.0.len()
+    }
+
+    pub(crate) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         if self.0.len() < n {
             return None;
         }
@@ -21,20 +28,20 @@ impl<'a> Reader<'a> {
         Some(head)
     }
 
-    pub(super) fn u8(&mut self) -> Option<u8> {
+    pub(crate) fn u8(&mut self) -> Option<u8> {
         self.take(1).map(|b| b[0])
     }
 
-    pub(super) fn u16(&mut self) -> Option<u16> {
+    pub(crate) fn u16(&mut self) -> Option<u16> {
         self.take(2).map(|b| u16::from_le_bytes([b[0], b[1]]))
     }
 
-    pub(super) fn u32(&mut self) -> Option<u32> {
+    pub(crate) fn u32(&mut self) -> Option<u32> {
         self.take(4)
             .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
-    pub(super) fn nul_str(&mut self) -> Option<&'a [u8]> {
+    pub(crate) fn nul_str(&mut self) -> Option<&'a [u8]> {
         let end = self.0.iter().position(|&b| b == 0)?;
         let s = &self.0[..end];
         self.0 = &self.0[end + 1..];
@@ -43,14 +50,14 @@ impl<'a> Reader<'a> {
 
     /// A NUL-terminated string, or the rest if the NUL is missing (some
     /// clients omit it on the last field).
-    pub(super) fn nul_str_or_rest(&mut self) -> &'a [u8] {
+    pub(crate) fn nul_str_or_rest(&mut self) -> &'a [u8] {
         match self.nul_str() {
             Some(s) => s,
             None => std::mem::take(&mut self.0),
         }
     }
 
-    pub(super) fn lenenc_int(&mut self) -> Option<u64> {
+    pub(crate) fn lenenc_int(&mut self) -> Option<u64> {
         match self.u8()? {
             n @ 0..=0xfa => Some(u64::from(n)),
             0xfc => self.u16().map(u64::from),
@@ -66,14 +73,14 @@ impl<'a> Reader<'a> {
         }
     }
 
-    pub(super) fn lenenc_bytes(&mut self) -> Option<&'a [u8]> {
+    pub(crate) fn lenenc_bytes(&mut self) -> Option<&'a [u8]> {
         let len = usize::try_from(self.lenenc_int()?).ok()?;
         self.take(len)
     }
 
     /// Connection attributes: a lenenc total length, then key/value pairs,
     /// as the client's bytes (in its character set, not always UTF-8).
-    pub(super) fn attrs(&mut self) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+    pub(crate) fn attrs(&mut self) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut block = Reader(self.lenenc_bytes()?);
         let mut attrs = Vec::new();
         while !block.is_empty() {

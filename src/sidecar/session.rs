@@ -9,6 +9,7 @@ use prost::Message;
 use crate::api::pb;
 use crate::client::RawSession;
 use crate::mysql::StatusFlags;
+use crate::mysql::reader::Reader;
 use crate::mysql::response::session_track_schema;
 use crate::translate::sql_text::{Charset, Dialect};
 
@@ -219,41 +220,14 @@ impl Session {
 /// changes end: the schema goes there, before a state change, as the
 /// server orders its trackers. Entries that cannot be read end it.
 fn variables_end(changes: &[u8]) -> usize {
-    let mut at = 0;
-    while let Some(&kind) = changes.get(at) {
-        // Entries are short: a one-byte length (< 251) is all the
-        // gateway writes for a variable; a longer one is length-encoded.
-        let Some((len, header)) = lenenc_len(&changes[at + 1..]) else {
-            return at;
-        };
-        let end = at + 1 + header + len;
-        if kind != 0 || end > changes.len() {
-            return at;
-        }
-        at = end;
+    let mut entries = Reader::new(changes);
+    let mut end = 0;
+    // An entry is a kind byte (0: system variable) and its length-encoded
+    // data.
+    while entries.u8() == Some(0) && entries.lenenc_bytes().is_some() {
+        end = changes.len() - entries.remaining();
     }
-    at
-}
-
-/// A length-encoded integer at the start of `b`: its value and size.
-fn lenenc_len(b: &[u8]) -> Option<(usize, usize)> {
-    let (value, size) = match *b.first()? {
-        n @ 0..=0xfa => (u64::from(n), 1),
-        0xfc => (
-            u64::from(u16::from_le_bytes(b.get(1..3)?.try_into().ok()?)),
-            3,
-        ),
-        0xfd => {
-            let v = b.get(1..4)?;
-            (
-                u64::from(v[0]) | u64::from(v[1]) << 8 | u64::from(v[2]) << 16,
-                4,
-            )
-        }
-        0xfe => (u64::from_le_bytes(b.get(1..9)?.try_into().ok()?), 9),
-        _ => return None,
-    };
-    Some((usize::try_from(value).ok()?, size))
+    end
 }
 
 /// The session variables the gateway reports (`system_variables`), read

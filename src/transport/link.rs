@@ -3,8 +3,8 @@
 //! responses on the connection measured (see `api::effort`).
 
 use std::os::fd::RawFd;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use crate::api::effort::LinkEstimate;
@@ -24,12 +24,13 @@ struct State {
 enum Rtt {
     Fixed(Duration),
     Quic(quinn::Connection),
-    /// The TCP socket, read with `TCP_INFO`; `open` is cleared before the
-    /// descriptor is closed, so a descriptor number reused by another
-    /// socket is never read.
+    /// The TCP socket, read with `TCP_INFO`. `open` is cleared before the
+    /// descriptor is closed, under its write lock; a read holds the read
+    /// lock while it uses the descriptor, so a number the kernel has given
+    /// to another socket is never read.
     Tcp {
         fd: RawFd,
-        open: AtomicBool,
+        open: RwLock<bool>,
     },
 }
 
@@ -49,7 +50,7 @@ impl Link {
     pub fn tcp(fd: RawFd) -> (Self, TcpLinkGuard) {
         let link = Self::new(Rtt::Tcp {
             fd,
-            open: AtomicBool::new(true),
+            open: RwLock::new(true),
         });
         let guard = TcpLinkGuard(link.clone());
         (link, guard)
@@ -75,7 +76,8 @@ impl Link {
                 Rtt::Fixed(rtt) => Some(*rtt),
                 Rtt::Quic(connection) => Some(connection.rtt()),
                 Rtt::Tcp { fd, open } => {
-                    open.load(Ordering::Acquire).then(|| tcp_rtt(*fd)).flatten()
+                    let open = open.read().unwrap_or_else(PoisonError::into_inner);
+                    open.then(|| tcp_rtt(*fd)).flatten()
                 }
             },
         }
@@ -113,7 +115,7 @@ impl Drop for TcpLinkGuard {
         if let Some(state) = &self.0.0
             && let Rtt::Tcp { open, .. } = &state.rtt
         {
-            open.store(false, Ordering::Release);
+            *open.write().unwrap_or_else(PoisonError::into_inner) = false;
         }
     }
 }

@@ -12,10 +12,12 @@ pub mod mariadb;
 pub mod netns;
 pub mod process;
 pub mod raw_mysql;
+pub mod raw_packets;
 pub mod results;
 pub mod sidecar;
 pub mod sidecar_child;
 pub mod vitess;
+pub mod wire;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

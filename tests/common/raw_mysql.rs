@@ -4,10 +4,9 @@
 //! `COM_STMT_SEND_LONG_DATA` in chunks of the test's choosing. Logs in
 //! with `mysql_native_password` (also after an auth switch).
 
-use std::time::Duration;
-
-use sha1::{Digest, Sha1};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use super::wire::{PACKET_WITHIN, greeting_scramble, native_password, read_packet, write_packet};
 
 const CLIENT_LONG_PASSWORD: u32 = 1;
 const CLIENT_CONNECT_WITH_DB: u32 = 8;
@@ -17,9 +16,6 @@ const CLIENT_PLUGIN_AUTH: u32 = 0x80000;
 
 /// The status flag of a result whose rows wait in a cursor.
 pub const SERVER_STATUS_CURSOR_EXISTS: u16 = 0x40;
-
-/// How long one answer may take (a loaded 2-core machine, debug builds).
-const ANSWER_WITHIN: Duration = Duration::from_secs(60);
 
 /// What a command got back, in the parts the tests look at.
 #[derive(Debug, PartialEq, Eq)]
@@ -101,7 +97,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> RawClient<S> {
     pub async fn closed(mut self) {
         let mut buf = [0u8; 1024];
         loop {
-            let read = tokio::time::timeout(ANSWER_WITHIN, self.stream.read(&mut buf));
+            let read = tokio::time::timeout(PACKET_WITHIN, self.stream.read(&mut buf));
             match read.await.expect("closed in time") {
                 Ok(0) | Err(_) => return,
                 Ok(_) => {}
@@ -245,28 +241,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin> RawClient<S> {
     }
 
     async fn write_packet(&mut self, chunk: &[u8]) -> std::io::Result<()> {
-        let len = (chunk.len() as u32).to_le_bytes();
-        let header = [len[0], len[1], len[2], self.seq];
+        let seq = self.seq;
         self.seq = self.seq.wrapping_add(1);
-        self.stream.write_all(&header).await?;
-        self.stream.write_all(chunk).await
+        write_packet(&mut self.stream, seq, chunk).await
     }
 
     /// One logical packet (joined if split).
     async fn read(&mut self) -> Vec<u8> {
         let mut payload = Vec::new();
         loop {
-            let mut header = [0u8; 4];
-            tokio::time::timeout(ANSWER_WITHIN, self.stream.read_exact(&mut header))
-                .await
-                .expect("an answer in time")
-                .expect("the connection open");
-            let len = u32::from_le_bytes([header[0], header[1], header[2], 0]) as usize;
-            self.seq = header[3].wrapping_add(1);
-            let start = payload.len();
-            payload.resize(start + len, 0);
-            self.stream.read_exact(&mut payload[start..]).await.unwrap();
-            if len < 0xff_ffff {
+            let (seq, part) = read_packet(&mut self.stream).await;
+            self.seq = seq.wrapping_add(1);
+            let last = part.len() < 0xff_ffff;
+            payload.extend_from_slice(&part);
+            if last {
                 return payload;
             }
         }
@@ -282,28 +270,4 @@ fn err(packet: &[u8]) -> Answer {
     // `#` and the SQLSTATE precede the message.
     let message = String::from_utf8_lossy(&packet[9..]).into_owned();
     Answer::Err(code, message)
-}
-
-/// The 20-byte scramble of a protocol 10 greeting.
-fn greeting_scramble(greeting: &[u8]) -> Vec<u8> {
-    let version_end = 1 + greeting[1..].iter().position(|b| *b == 0).unwrap();
-    let mut at = version_end + 1 + 4; // NUL, connection id
-    let mut scramble = greeting[at..at + 8].to_vec();
-    at += 8 + 1 + 2 + 1 + 2 + 2 + 1 + 10; // filler, caps, charset, status, caps, len, reserved
-    scramble.extend_from_slice(&greeting[at..at + 12]);
-    scramble
-}
-
-/// SHA1(password) XOR SHA1(scramble + SHA1(SHA1(password))).
-fn native_password(password: &[u8], scramble: &[u8]) -> Vec<u8> {
-    if password.is_empty() {
-        return Vec::new();
-    }
-    let stage1 = Sha1::digest(password);
-    let stage2 = Sha1::digest(stage1);
-    let mut hasher = Sha1::new();
-    hasher.update(scramble);
-    hasher.update(stage2);
-    let mask = hasher.finalize();
-    stage1.iter().zip(mask.iter()).map(|(a, b)| a ^ b).collect()
 }

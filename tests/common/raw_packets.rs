@@ -4,8 +4,11 @@
 //! parameters typed as the test says (which no driver lets a test
 //! choose), returning every packet of each answer.
 
-use sha1::{Digest, Sha1};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::wire::{
+    greeting_scramble, lenenc, lenenc_bytes, native_password, read_packet, write_packet,
+};
 
 const PROTOCOL_41: u32 = 0x200;
 const CONNECT_WITH_DB: u32 = 0x8;
@@ -82,24 +85,6 @@ impl Param {
     }
 }
 
-fn lenenc_bytes(v: &[u8]) -> Vec<u8> {
-    let mut b = Vec::new();
-    let n = v.len() as u64;
-    match n {
-        0..=250 => b.push(n as u8),
-        251..=0xffff => {
-            b.push(0xfc);
-            b.extend_from_slice(&(n as u16).to_le_bytes());
-        }
-        _ => {
-            b.push(0xfd);
-            b.extend_from_slice(&(n as u32).to_le_bytes()[..3]);
-        }
-    }
-    b.extend_from_slice(v);
-    b
-}
-
 pub struct RawClient {
     io: Box<dyn Io>,
     caps: u32,
@@ -122,11 +107,7 @@ impl RawClient {
                 | extra,
         };
         let greeting = c.read().await;
-        assert_eq!(greeting[0], 10, "protocol 10 greeting");
-        let mut i = 1 + greeting[1..].iter().position(|&b| b == 0).unwrap() + 1 + 4;
-        let mut scramble = greeting[i..i + 8].to_vec();
-        i += 8 + 1 + 2 + 1 + 2 + 2 + 1 + 10;
-        scramble.extend_from_slice(&greeting[i..i + 12]);
+        let scramble = greeting_scramble(&greeting);
         let mut body = Vec::new();
         body.extend_from_slice(&c.caps.to_le_bytes());
         body.extend_from_slice(&(16u32 << 20).to_le_bytes());
@@ -269,27 +250,13 @@ impl RawClient {
         }
     }
 
-    /// The next packet; a server that says nothing for 20 s fails the test.
+    /// The next packet; a server that says nothing fails the test.
     async fn read(&mut self) -> Vec<u8> {
-        let within = std::time::Duration::from_secs(20);
-        let mut header = [0u8; 4];
-        tokio::time::timeout(within, self.io.read_exact(&mut header))
-            .await
-            .expect("a packet within 20 s")
-            .expect("a packet");
-        let len = u32::from_le_bytes([header[0], header[1], header[2], 0]) as usize;
-        let mut payload = vec![0; len];
-        self.io.read_exact(&mut payload).await.expect("its payload");
-        payload
+        read_packet(&mut self.io).await.1
     }
 
     async fn write(&mut self, seq: u8, payload: &[u8]) {
-        let len = (payload.len() as u32).to_le_bytes();
-        self.io
-            .write_all(&[len[0], len[1], len[2], seq])
-            .await
-            .unwrap();
-        self.io.write_all(payload).await.unwrap();
+        write_packet(&mut self.io, seq, payload).await.unwrap();
     }
 }
 
@@ -299,27 +266,4 @@ pub fn ok_status(p: &[u8]) -> u16 {
     let (_, n2) = lenenc(&p[1 + n1..]);
     let at = 1 + n1 + n2;
     u16::from_le_bytes([p[at], p[at + 1]])
-}
-
-/// A length-encoded integer at the start of `b`, and its size.
-fn lenenc(b: &[u8]) -> (u64, usize) {
-    match b[0] {
-        0xfc => (u64::from(u16::from_le_bytes([b[1], b[2]])), 3),
-        0xfd => (u64::from(u32::from_le_bytes([b[1], b[2], b[3], 0])), 4),
-        0xfe => (u64::from_le_bytes(b[1..9].try_into().unwrap()), 9),
-        n => (u64::from(n), 1),
-    }
-}
-
-fn native_password(password: &[u8], scramble: &[u8]) -> Vec<u8> {
-    if password.is_empty() {
-        return Vec::new();
-    }
-    let stage1 = Sha1::digest(password);
-    let stage2 = Sha1::digest(stage1);
-    let mut h = Sha1::new();
-    h.update(scramble);
-    h.update(stage2);
-    let mix = h.finalize();
-    stage1.iter().zip(mix.iter()).map(|(a, b)| a ^ b).collect()
 }

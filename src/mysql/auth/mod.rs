@@ -46,7 +46,6 @@ mod cache;
 mod config;
 mod outcome;
 mod parse;
-mod reader;
 mod rsa_key;
 mod scramble;
 

@@ -1,8 +1,8 @@
 //! The client's packets of the connection phase, parsed: the
 //! SSLRequest, HandshakeResponse41 and COM_CHANGE_USER.
 
-use super::reader::Reader;
 use super::{AuthFailure, CapabilityFlags, MariadbCapabilities};
+use crate::mysql::reader::Reader;
 
 /// Bytes of the SSLRequest: capabilities, max packet, charset, filler.
 const SSL_REQUEST_LEN: usize = 32;
