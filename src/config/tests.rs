@@ -14,7 +14,7 @@ fn example_config_parses() {
     file.sidecar
         .validate()
         .expect("config.example.toml's sidecar section is valid");
-    assert_eq!(file.sidecar.auth.users.len(), 1);
+    assert_eq!(file.sidecar.auth.users.len(), 2);
     assert_eq!(
         file.sidecar.upstream.authority().unwrap(),
         ("gateway.example".to_string(), 8443)

@@ -222,6 +222,7 @@ impl Rpc {
     fn json<'a>(&'a self, account: &'a Account) -> JsonLookup<'a> {
         JsonLookup {
             columns: &self.json_columns,
+            account: &account.username,
             pool: account.pool(),
         }
     }
