@@ -16,10 +16,12 @@ use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{ChangeUserOpts, Conn, OptsBuilder};
+use tokio::net::UnixStream;
 
 use myquic::config::LocalUser;
 use myquic::gateway::Credential;
 
+use common::raw_mysql::{Answer, RawClient};
 use common::sidecar::{Chain, local_user};
 use common::{LOCAL_PASSWORD, LOCAL_USER, MariaDb, Stack, secret};
 
@@ -147,10 +149,18 @@ fn describe(e: &mysql_async::Error) -> String {
 /// A statement's rows, or its error.
 async fn run(conn: &mut Conn, sql: &str) -> String {
     match conn.query::<mysql_async::Row, _>(sql).await {
-        Ok(rows) => format!(
-            "{sql} -> {:?}",
-            rows.into_iter().map(|r| r.unwrap()).collect::<Vec<_>>()
-        ),
+        Ok(rows) => {
+            // Whole values (the Debug of `Value` cuts bytes short).
+            let cell = |v: mysql_async::Value| match v {
+                mysql_async::Value::Bytes(b) => String::from_utf8_lossy(&b).into_owned(),
+                other => format!("{other:?}"),
+            };
+            let rows: Vec<Vec<String>> = rows
+                .into_iter()
+                .map(|r| r.unwrap().into_iter().map(cell).collect())
+                .collect();
+            format!("{sql} -> {rows:?}")
+        }
         Err(e) => format!("{sql} -> {}", describe(&e)),
     }
 }
@@ -189,7 +199,10 @@ async fn observe(chain: &Chain, target: Target) -> Vec<String> {
     // server rolls it back and resets the session.
     seen.push(format!(
         "change_user(reader): {:?}",
-        writer.change_user(to(READER, "app")).await.map_err(|e| describe(&e))
+        writer
+            .change_user(to(READER, "app"))
+            .await
+            .map_err(|e| describe(&e))
     ));
     for sql in [
         "SELECT CURRENT_USER(), @left_behind, DATABASE()",
@@ -212,20 +225,29 @@ async fn observe(chain: &Chain, target: Target) -> Vec<String> {
     // And back to the writer, whose rights return with it.
     seen.push(format!(
         "change_user(writer): {:?}",
-        writer.change_user(to(WRITER, "app")).await.map_err(|e| describe(&e))
+        writer
+            .change_user(to(WRITER, "app"))
+            .await
+            .map_err(|e| describe(&e))
     ));
-    for sql in [
-        "SELECT CURRENT_USER(), @left_behind",
-        "UPDATE t SET v = 0",
-    ] {
+    for sql in ["SELECT CURRENT_USER(), @left_behind", "UPDATE t SET v = 0"] {
         seen.push(run(&mut writer, sql).await);
     }
     // A login database only the writer may use: the writer's use of it
     // (which the sidecar remembers, to skip the check next time) does not
     // let the reader in.
-    let mut private = connect(chain, target, WRITER, Some("private")).await.unwrap();
+    let mut private = connect(chain, target, WRITER, Some("private"))
+        .await
+        .unwrap();
     seen.push(run(&mut private, "SELECT DATABASE()").await);
     for _ in 0..2 {
+        // Refused by the login's own answer, before any command (a
+        // driver's first query would carry the refusal too, and make the
+        // sidecar forget the database).
+        seen.push(format!(
+            "reader in private, raw: {:?}",
+            raw_login(chain, target, READER, "private").await
+        ));
         seen.push(format!(
             "reader in private: {:?}",
             connect(chain, target, READER, Some("private")).await.err()
@@ -234,18 +256,45 @@ async fn observe(chain: &Chain, target: Target) -> Vec<String> {
     seen
 }
 
+/// A login and nothing else, by a client that writes the packets itself:
+/// `None` if it was accepted, else the refusal.
+async fn raw_login(chain: &Chain, target: Target, account: Account, db: &str) -> Option<Answer> {
+    let (user, password) = (account.user, account.password);
+    let login = async {
+        match target {
+            Target::Direct => {
+                let socket = UnixStream::connect(&chain.stack.db.socket).await.unwrap();
+                RawClient::try_login(socket, user, password, db).await.err()
+            }
+            Target::Sidecar => {
+                let tcp = chain.raw().await;
+                RawClient::try_login(tcp, user, password, db).await.err()
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), login)
+        .await
+        .expect("login answered")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_account_runs_as_its_own_backend_account_as_directly() {
     let chain = chain().await;
 
     // The writer's backend account does not exist yet: the backend's own
     // refusal, at connect (the login names a database, which is checked
-    // with the gateway before the login's OK).
+    // with the gateway before the login's OK) — in the login's answer
+    // itself, and so to a driver.
+    let raw = raw_login(&chain, Target::Direct, WRITER, "app").await;
+    assert!(matches!(&raw, Some(Answer::Err(1045, _))), "{raw:?}");
+    assert_eq!(raw_login(&chain, Target::Sidecar, WRITER, "app").await, raw);
     let direct = connect(&chain, Target::Direct, WRITER, Some("app")).await;
     let via = connect(&chain, Target::Sidecar, WRITER, Some("app")).await;
     let (direct, via) = (direct.err(), via.err());
     assert!(
-        direct.as_deref().is_some_and(|e| e.starts_with("ERR 1045 (28000)")),
+        direct
+            .as_deref()
+            .is_some_and(|e| e.starts_with("ERR 1045 (28000)")),
         "{direct:?}"
     );
     assert_eq!(via, direct, "the backend's 1045 before the account exists");

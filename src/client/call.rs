@@ -221,7 +221,12 @@ impl Wire {
     }
 
     /// A unary request: the bare message, compressed as a whole.
-    pub(super) fn unary(&self, method: Method, message: Bytes, credential: &Credential) -> Prepared {
+    pub(super) fn unary(
+        &self,
+        method: Method,
+        message: Bytes,
+        credential: &Credential,
+    ) -> Prepared {
         let mut headers = self.base_headers(Framing::Unary, credential);
         let decoded_len = message.len();
         let (body, encoding) = self.maybe_compress(message);
@@ -677,7 +682,10 @@ mod tests {
     fn requests_over_the_gateways_announced_limit_are_not_sent() {
         let w = wire(vec![Encoding::Zstd]);
         let big = Bytes::from(vec![b'a'; 5000]);
-        assert!(w.check_size(&w.unary(Method::Execute, big.clone(), &user())).is_ok());
+        assert!(
+            w.check_size(&w.unary(Method::Execute, big.clone(), &user()))
+                .is_ok()
+        );
         w.learn(&accepting(MAX_REQUEST_BYTES_HEADER, "4096"), Framing::Unary);
         w.learn(&accepting("accept-encoding", "zstd"), Framing::Unary);
         let packed = w.unary(Method::Execute, big.clone(), &user());
@@ -689,7 +697,11 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let fits = w.streaming(Method::StreamExecute, Bytes::from(vec![b'a'; 4000]), &user());
+        let fits = w.streaming(
+            Method::StreamExecute,
+            Bytes::from(vec![b'a'; 4000]),
+            &user(),
+        );
         assert!(w.check_size(&fits).is_ok());
         // A nonsense value is ignored; the last good one stays.
         w.learn(&accepting(MAX_REQUEST_BYTES_HEADER, "lots"), Framing::Unary);

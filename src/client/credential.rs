@@ -61,6 +61,9 @@ mod tests {
         assert!(c.authorization().is_sensitive());
         assert_eq!(c.username(), "app");
         let printed = format!("{c:?}");
-        assert!(!printed.contains("s3cret") && !printed.contains("YXBw"), "{printed}");
+        assert!(
+            !printed.contains("s3cret") && !printed.contains("YXBw"),
+            "{printed}"
+        );
     }
 }

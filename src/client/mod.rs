@@ -162,7 +162,10 @@ impl Client {
 
     pub async fn create_session(&self) -> Result<Reply<pb::CreateSessionResponse>, CallError> {
         let body = encode_with_session(None, &pb::CreateSessionRequest {});
-        let prepared = self.inner.wire.unary(Method::CreateSession, body, &self.credential);
+        let prepared = self
+            .inner
+            .wire
+            .unary(Method::CreateSession, body, &self.credential);
         self.unary(prepared, CREATE_SESSION_FIELD).await
     }
 
@@ -177,7 +180,10 @@ impl Client {
         bind_variables: HashMap<String, pb::BindVariable>,
     ) -> Result<Reply<pb::ExecuteResponse>, CallError> {
         let body = execute_body(session, query.into(), bind_variables, false);
-        let prepared = self.inner.wire.unary(Method::Execute, body, &self.credential);
+        let prepared = self
+            .inner
+            .wire
+            .unary(Method::Execute, body, &self.credential);
         self.unary(prepared, SESSION_FIELD).await
     }
 
@@ -204,7 +210,10 @@ impl Client {
         prepared: bool,
     ) -> Result<ExecuteStream, CallError> {
         let body = execute_body(session, query.into(), bind_variables, prepared);
-        let prepared = self.inner.wire.streaming(Method::StreamExecute, body, &self.credential);
+        let prepared = self
+            .inner
+            .wire
+            .streaming(Method::StreamExecute, body, &self.credential);
         let started = Instant::now();
         let (response, transport) = match self.send(&prepared).await {
             Ok(sent) => sent,
@@ -243,7 +252,10 @@ impl Client {
             bind_variables: HashMap::new(),
         };
         let body = encode_with_session(session, &request);
-        let prepared = self.inner.wire.unary(Method::Prepare, body, &self.credential);
+        let prepared = self
+            .inner
+            .wire
+            .unary(Method::Prepare, body, &self.credential);
         self.unary(prepared, SESSION_FIELD).await
     }
 
@@ -254,7 +266,10 @@ impl Client {
         session: &RawSession,
     ) -> Result<Reply<pb::CloseSessionResponse>, CallError> {
         let body = encode_with_session(Some(session), &pb::CloseSessionRequest { session: None });
-        let prepared = self.inner.wire.unary(Method::CloseSession, body, &self.credential);
+        let prepared = self
+            .inner
+            .wire
+            .unary(Method::CloseSession, body, &self.credential);
         self.unary(prepared, SESSION_FIELD).await
     }
 

@@ -209,9 +209,7 @@ impl AuthConfig {
             } else {
                 match (&user.upstream_username, &user.upstream_password) {
                     (Some(name), _) if name.is_empty() => "has an empty upstream_username",
-                    (Some(_), None) => {
-                        "has an upstream_username without an upstream_password"
-                    }
+                    (Some(_), None) => "has an upstream_username without an upstream_password",
                     (None, Some(_)) => {
                         "has an upstream_password without an upstream_username (it would go with sidecar.upstream.username)"
                     }
@@ -447,7 +445,10 @@ mod tests {
         c.auth.users = vec![user("app", None, false), user("report", Some("ro"), true)];
         assert!(c.validate().is_ok());
         for (bad, says) in [
-            (user("report", Some("ro"), false), "without an upstream_password"),
+            (
+                user("report", Some("ro"), false),
+                "without an upstream_password",
+            ),
             (user("report", None, true), "without an upstream_username"),
             (user("report", Some(""), true), "empty upstream_username"),
             (user("app", Some("ro"), true), "listed twice"),
@@ -471,7 +472,10 @@ mod tests {
             .find(|u| u.upstream_username.is_some())
             .expect("an example of an account with its own credential");
         let mut config = file.sidecar.clone();
-        config.bind_secrets(&Env::from_iter([("MYQUIC_REPORTING_API_PASSWORD", "ro-pw")]));
+        config.bind_secrets(&Env::from_iter([(
+            "MYQUIC_REPORTING_API_PASSWORD",
+            "ro-pw",
+        )]));
         let bound = config
             .auth
             .users

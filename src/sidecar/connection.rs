@@ -277,11 +277,7 @@ impl Connection {
             }
             Step::FieldList(sql) => {
                 let cookie = self.core.session().cookie();
-                match self
-                    .upstream
-                    .execute(cookie, sql, HashMap::new())
-                    .await
-                {
+                match self.upstream.execute(cookie, sql, HashMap::new()).await {
                     Ok(reply) => self.core.field_list_answered(reply, out),
                     Err(e) => self.core.call_failed(&e, false, out),
                 }

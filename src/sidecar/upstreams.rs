@@ -92,10 +92,16 @@ mod tests {
         assert_eq!(name(b"app"), "app-api");
         // Open mode (no accounts configured): any name, the sidecar's.
         assert_eq!(name(b"anyone"), "app-api");
-        assert_eq!(upstreams.default_client().credential().username(), "app-api");
+        assert_eq!(
+            upstreams.default_client().credential().username(),
+            "app-api"
+        );
 
         // A password that cannot be read stops the start, naming its key.
-        let unset = user("report", Some(("ro-api", Secret::env("MYQUIC_TEST_UNSET_VARIABLE"))));
+        let unset = user(
+            "report",
+            Some(("ro-api", Secret::env("MYQUIC_TEST_UNSET_VARIABLE"))),
+        );
         let e = Upstreams::new(upstreams.default_client().clone(), &[unset])
             .err()
             .expect("refused")
