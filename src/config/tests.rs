@@ -655,3 +655,25 @@ fn errors_name_the_variable_flag_or_file() {
         "{e}"
     );
 }
+
+/// Each API login once: two with one name would leave one unreachable
+/// (and which one, unsaid). The example maps two logins to two backend
+/// accounts.
+#[test]
+fn gateway_credentials_are_listed_once() {
+    let file = ConfigFile::parse(include_str!("../../config.example.toml")).unwrap();
+    let mut gateway = file.gateway;
+    let backends: Vec<_> = gateway
+        .credentials
+        .iter()
+        .map(|c| &c.backend_user)
+        .collect();
+    assert_eq!(backends, [&Some("app".into()), &Some("reporting".into())]);
+    let twice = gateway.credentials[1].clone();
+    gateway.credentials.push(twice);
+    let e = gateway.validate().unwrap_err().to_string();
+    assert!(
+        e.contains("gateway.credentials") && e.contains("\"reporting\" is listed twice"),
+        "{e}"
+    );
+}
