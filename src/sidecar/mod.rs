@@ -191,6 +191,14 @@ impl Sidecar {
             %addr,
             socket = ?config.socket,
             gateway = %config.upstream.url,
+            // Names only: which accounts run as a backend identity of their own.
+            own_credentials = ?config
+                .auth
+                .users
+                .iter()
+                .filter(|u| u.upstream_username.is_some())
+                .map(|u| u.username.as_str())
+                .collect::<Vec<_>>(),
             quic_congestion = %config.upstream.congestion,
             tcp_congestion = config.upstream.tcp_congestion.as_ref().map_or("host default", |c| c.as_str()),
             "sidecar listening"
