@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
 
+use myquic::config::LocalUser;
 use myquic::gateway::Credential;
 use myquic::sidecar::Sidecar;
 
@@ -44,6 +45,16 @@ const KNOWN_FAILURES: &str = include_str!("mariadb-test/sidecar-only-failures.tx
 /// `CURRENT_USER()` and privileges are what the cases expect.
 const API_USER: &str = "mtr";
 const API_PASSWORD: &str = "mtr-api-secret";
+
+/// The accounts the selected cases log in as, each through the sidecar
+/// as its own local account with its own gateway credential and backend
+/// account of the same name, as the case expects of a server: (local and
+/// backend user, its password, the API user). `root` is mysql-test-run.pl's
+/// own; `conn` is default_session's (`connect (conn,localhost,conn,,…)`),
+/// which the server matches to the anonymous `''@localhost` the case
+/// creates — after the gateway has started, so its credential reaches the
+/// backend only when the case logs in.
+const ACCOUNTS: &[(&str, &str, &str)] = &[("root", "", API_USER), ("conn", "", "mtr-conn")];
 
 /// The server options of mysql-test-run.pl's own servers
 /// (`include/default_mysqld.cnf`) that change what statements answer.
@@ -360,9 +371,10 @@ impl Run<'_> {
     }
 }
 
-/// MariaDB set up for mysql-test-run.pl, the gateway with a `root`
-/// credential, the sidecar on a unix socket, and the `mariadb-test`
-/// wrapper that cleans up before each case.
+/// MariaDB set up for mysql-test-run.pl, the gateway with a credential
+/// per account of [`ACCOUNTS`], the sidecar on a unix socket with those
+/// accounts, and the `mariadb-test` wrapper that cleans up before each
+/// case.
 struct Chain {
     backend_socket: PathBuf,
     sidecar_socket: PathBuf,
@@ -377,15 +389,17 @@ impl Chain {
         let db = mtr_server().await;
         let backend_socket = db.socket.clone();
         let stack = Stack::start_on(db, |config| {
-            config.credentials.push(Credential {
-                username: API_USER.into(),
-                password: secret(API_PASSWORD),
-                backend_user: Some("root".into()),
-                backend_password: Some(secret("")),
-                // None: a client that names no database has none, as
-                // directly (mysqltest names `test`).
-                database: None,
-            });
+            for &(user, password, api_user) in ACCOUNTS {
+                config.credentials.push(Credential {
+                    username: api_user.into(),
+                    password: secret(&api_password(api_user)),
+                    backend_user: Some(user.into()),
+                    backend_password: Some(secret(password)),
+                    // None: a client that names no database has none, as
+                    // directly (mysqltest names `test`).
+                    database: None,
+                });
+            }
         })
         .await;
         let dir = tempfile::Builder::new()
@@ -393,9 +407,17 @@ impl Chain {
             .tempdir()
             .unwrap();
         let sidecar_socket = dir.path().join("s");
-        // No local users: any name is accepted on the unix socket, as
-        // `root` without a password is on mysql-test-run.pl's servers.
-        let mut config = sidecar_config(&stack, Vec::new());
+        // Only the cases' accounts, as on mysql-test-run.pl's servers.
+        let users = ACCOUNTS
+            .iter()
+            .map(|&(user, password, api_user)| LocalUser {
+                username: user.into(),
+                password: secret(password),
+                upstream_username: Some(api_user.into()),
+                upstream_password: Some(secret(&api_password(api_user))),
+            })
+            .collect();
+        let mut config = sidecar_config(&stack, users);
         config.socket = Some(sidecar_socket.clone());
         config.upstream.username = API_USER.into();
         config.upstream.password = secret(API_PASSWORD);
@@ -432,6 +454,15 @@ impl Chain {
             _stack: stack,
             _dir: dir,
         }
+    }
+}
+
+/// The API password of `api_user` (the credentials live only in this
+/// harness's configurations).
+fn api_password(api_user: &str) -> String {
+    match api_user {
+        API_USER => API_PASSWORD.to_string(),
+        other => format!("{other}-api-secret"),
     }
 }
 

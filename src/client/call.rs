@@ -25,6 +25,7 @@ use crate::transport::HttpVersion;
 use crate::transport::client::{ClientError, ResponseStream};
 
 use super::connector::Counters;
+use super::credential::Credential;
 use super::error::CallError;
 use super::session::{RawSession, SESSION_FIELD, extract_session};
 
@@ -84,7 +85,6 @@ impl Prepared {
 
 /// The per-client wire settings, and what it has learned of the gateway.
 pub(super) struct Wire {
-    authorization: HeaderValue,
     accept: HeaderValue,
     offer: Vec<Encoding>,
     compress_min: usize,
@@ -113,27 +113,18 @@ fn bit(encoding: Encoding) -> u8 {
 
 impl Wire {
     pub(super) fn new(
-        username: &str,
-        password: &str,
         offer: Vec<Encoding>,
         compress_min: usize,
         max_message: usize,
         counters: Arc<Counters>,
-    ) -> Result<Self, String> {
-        use base64::Engine;
-        let credentials =
-            base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
-        let mut authorization = HeaderValue::from_str(&format!("Basic {credentials}"))
-            .map_err(|_| "credentials do not fit in a header".to_string())?;
-        authorization.set_sensitive(true);
+    ) -> Self {
         let names: Vec<&str> = offer.iter().map(|e| e.as_str()).collect();
         let accept = if names.is_empty() {
             HeaderValue::from_static("identity")
         } else {
             HeaderValue::from_str(&names.join(", ")).expect("encoding names are tokens")
         };
-        Ok(Self {
-            authorization,
+        Self {
             accept,
             offer,
             compress_min,
@@ -141,7 +132,7 @@ impl Wire {
             server_accepts: AtomicU8::new(0),
             max_request: AtomicUsize::new(0),
             counters,
-        })
+        }
     }
 
     /// Our most preferred encoding that the gateway accepts.
@@ -210,13 +201,13 @@ impl Wire {
         )))
     }
 
-    fn base_headers(&self, framing: Framing) -> HeaderMap {
+    fn base_headers(&self, framing: Framing, credential: &Credential) -> HeaderMap {
         let mut headers = HeaderMap::with_capacity(7);
         headers.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static(Codec::Proto.content_type(framing)),
         );
-        headers.insert(header::AUTHORIZATION, self.authorization.clone());
+        headers.insert(header::AUTHORIZATION, credential.authorization().clone());
         headers.insert("connect-protocol-version", HeaderValue::from_static("1"));
         let accept = match framing {
             Framing::Unary => header::ACCEPT_ENCODING,
@@ -230,8 +221,13 @@ impl Wire {
     }
 
     /// A unary request: the bare message, compressed as a whole.
-    pub(super) fn unary(&self, method: Method, message: Bytes) -> Prepared {
-        let mut headers = self.base_headers(Framing::Unary);
+    pub(super) fn unary(
+        &self,
+        method: Method,
+        message: Bytes,
+        credential: &Credential,
+    ) -> Prepared {
+        let mut headers = self.base_headers(Framing::Unary, credential);
         let decoded_len = message.len();
         let (body, encoding) = self.maybe_compress(message);
         if encoding != Encoding::Identity {
@@ -249,8 +245,13 @@ impl Wire {
     }
 
     /// A server-streaming request: one envelope, compressed per message.
-    pub(super) fn streaming(&self, method: Method, message: Bytes) -> Prepared {
-        let mut headers = self.base_headers(Framing::Streaming);
+    pub(super) fn streaming(
+        &self,
+        method: Method,
+        message: Bytes,
+        credential: &Credential,
+    ) -> Prepared {
+        let mut headers = self.base_headers(Framing::Streaming, credential);
         let decoded_len = message.len();
         let (payload, encoding) = self.maybe_compress(message);
         let mut flags = 0;
@@ -605,7 +606,11 @@ mod tests {
     use super::*;
 
     fn wire(offer: Vec<Encoding>) -> Wire {
-        Wire::new("u", "p", offer, 100, 1 << 20, Arc::new(Counters::default())).unwrap()
+        Wire::new(offer, 100, 1 << 20, Arc::new(Counters::default()))
+    }
+
+    fn user() -> Credential {
+        Credential::basic("u", "p")
     }
 
     fn accepting(name: &'static str, value: &'static str) -> HeaderMap {
@@ -618,7 +623,7 @@ mod tests {
     fn compresses_only_once_the_gateway_accepts_a_codec_we_offer() {
         let w = wire(vec![Encoding::Zstd, Encoding::Snappy]);
         let big = Bytes::from(vec![b'a'; 1000]);
-        let request = w.unary(Method::Execute, big.clone());
+        let request = w.unary(Method::Execute, big.clone(), &user());
         assert_eq!(request.headers.get(header::CONTENT_ENCODING), None);
         assert_eq!(request.headers[header::ACCEPT_ENCODING], "zstd, snappy");
         assert_eq!(request.body, big, "nothing learned yet: identity");
@@ -627,7 +632,7 @@ mod tests {
             &accepting("accept-encoding", "gzip, snappy"),
             Framing::Unary,
         );
-        let request = w.unary(Method::Execute, big.clone());
+        let request = w.unary(Method::Execute, big.clone(), &user());
         assert_eq!(request.headers[header::CONTENT_ENCODING], "snappy");
         assert_eq!(
             Encoding::Snappy
@@ -636,7 +641,7 @@ mod tests {
             big
         );
         // Small bodies stay as they are.
-        let small = w.unary(Method::Execute, Bytes::from_static(b"tiny"));
+        let small = w.unary(Method::Execute, Bytes::from_static(b"tiny"), &user());
         assert_eq!(small.headers.get(header::CONTENT_ENCODING), None);
 
         // The streaming header counts for streams, and zstd is preferred.
@@ -644,7 +649,7 @@ mod tests {
             &accepting("connect-accept-encoding", "snappy, zstd"),
             Framing::Streaming,
         );
-        let request = w.streaming(Method::StreamExecute, big.clone());
+        let request = w.streaming(Method::StreamExecute, big.clone(), &user());
         assert_eq!(request.headers["connect-content-encoding"], "zstd");
         assert_eq!(request.headers["connect-accept-encoding"], "zstd, snappy");
         assert_eq!(request.body[0], FLAG_COMPRESSED);
@@ -664,7 +669,7 @@ mod tests {
         let w = wire(vec![Encoding::Zstd, Encoding::S2, Encoding::Snappy]);
         w.learn(&accepting("accept-encoding", "s2, gzip"), Framing::Unary);
         let big = Bytes::from(b"SELECT 1 /* padding */ ".repeat(100));
-        let request = w.unary(Method::Execute, big.clone());
+        let request = w.unary(Method::Execute, big.clone(), &user());
         assert_eq!(request.headers[header::CONTENT_ENCODING], "s2");
         assert_eq!(&request.body[4..10], b"S2sTwO");
         assert_eq!(Encoding::S2.decompress(request.body, 1 << 20).unwrap(), big);
@@ -677,10 +682,13 @@ mod tests {
     fn requests_over_the_gateways_announced_limit_are_not_sent() {
         let w = wire(vec![Encoding::Zstd]);
         let big = Bytes::from(vec![b'a'; 5000]);
-        assert!(w.check_size(&w.unary(Method::Execute, big.clone())).is_ok());
+        assert!(
+            w.check_size(&w.unary(Method::Execute, big.clone(), &user()))
+                .is_ok()
+        );
         w.learn(&accepting(MAX_REQUEST_BYTES_HEADER, "4096"), Framing::Unary);
         w.learn(&accepting("accept-encoding", "zstd"), Framing::Unary);
-        let packed = w.unary(Method::Execute, big.clone());
+        let packed = w.unary(Method::Execute, big.clone(), &user());
         assert!(packed.body.len() < 4096, "compressed, yet too large");
         match w.check_size(&packed) {
             Err(CallError::Api(e)) => {
@@ -689,7 +697,11 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let fits = w.streaming(Method::StreamExecute, Bytes::from(vec![b'a'; 4000]));
+        let fits = w.streaming(
+            Method::StreamExecute,
+            Bytes::from(vec![b'a'; 4000]),
+            &user(),
+        );
         assert!(w.check_size(&fits).is_ok());
         // A nonsense value is ignored; the last good one stays.
         w.learn(&accepting(MAX_REQUEST_BYTES_HEADER, "lots"), Framing::Unary);
@@ -700,9 +712,9 @@ mod tests {
     fn a_codec_we_do_not_offer_is_never_sent() {
         let w = wire(vec![Encoding::Snappy]);
         w.learn(&accepting("accept-encoding", "zstd, gzip"), Framing::Unary);
-        let request = w.unary(Method::Execute, Bytes::from(vec![0u8; 1000]));
+        let request = w.unary(Method::Execute, Bytes::from(vec![0u8; 1000]), &user());
         assert_eq!(request.headers.get(header::CONTENT_ENCODING), None);
-        let request = w.streaming(Method::StreamExecute, Bytes::from(vec![0u8; 1000]));
+        let request = w.streaming(Method::StreamExecute, Bytes::from(vec![0u8; 1000]), &user());
         assert_eq!(request.body[0], 0, "envelope not flagged");
     }
 }

@@ -345,6 +345,13 @@ impl GatewayConfig {
                 "at least one credential is required: the API never runs unauthenticated",
             );
         }
+        let mut names = std::collections::HashSet::new();
+        if let Some(twice) = self.credentials.iter().find(|c| !names.insert(&c.username)) {
+            return Err(ConfigError::Invalid {
+                key: "gateway.credentials",
+                reason: format!("username {:?} is listed twice", twice.username),
+            });
+        }
         let has_files = self.tls.cert.is_some() && self.tls.key.is_some();
         let self_signed = self.tls.self_signed_cert_out.is_some();
         if has_files == self_signed {

@@ -211,13 +211,17 @@ pub struct Outcome {
 #[derive(Clone, Copy)]
 pub struct JsonLookup<'a> {
     pub columns: &'a JsonColumns,
+    /// The session's API user, whose answers are its own.
+    pub account: &'a str,
     pub pool: &'a mysql_async::Pool,
 }
 
 impl JsonLookup<'_> {
     pub(super) async fn fields(&self, columns: &[Column]) -> Vec<pb::Field> {
         let mut fields: Vec<pb::Field> = columns.iter().map(field).collect();
-        self.columns.mark(self.pool, &mut fields).await;
+        self.columns
+            .mark(self.account, self.pool, &mut fields)
+            .await;
         fields
     }
 }
