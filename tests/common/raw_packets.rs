@@ -18,6 +18,9 @@ const LONG_PASSWORD: u32 = 0x1;
 /// CLIENT_DEPRECATE_EOF: result sets end with an OK-0xFE, not an EOF.
 pub const DEPRECATE_EOF: u32 = 0x100_0000;
 
+/// MARIADB_CLIENT_EXTENDED_METADATA, among MariaDB's capabilities.
+pub const MARIADB_EXTENDED_METADATA: u32 = 0x8;
+
 pub const MORE_RESULTS_EXISTS: u16 = 0x8;
 pub const PS_OUT_PARAMS: u16 = 0x1000;
 
@@ -109,6 +112,19 @@ impl RawClient {
     /// Logs in as `user` into `db` (mysql_native_password; charset
     /// utf8mb4_general_ci), with `extra` capabilities.
     pub async fn login(io: Box<dyn Io>, user: &str, password: &str, db: &str, extra: u32) -> Self {
+        Self::login_mariadb(io, (user, password), db, extra, 0).await
+    }
+
+    /// As [`Self::login`], asking for MariaDB's capabilities `mariadb`
+    /// too (where MariaDB reads them: CLIENT_MYSQL cleared, the last four
+    /// reserved bytes).
+    pub async fn login_mariadb(
+        io: Box<dyn Io>,
+        (user, password): (&str, &str),
+        db: &str,
+        extra: u32,
+        mariadb: u32,
+    ) -> Self {
         let mut c = Self {
             io,
             caps: PROTOCOL_41
@@ -121,6 +137,9 @@ impl RawClient {
                 | LONG_PASSWORD
                 | extra,
         };
+        if mariadb != 0 {
+            c.caps &= !LONG_PASSWORD;
+        }
         let greeting = c.read().await;
         assert_eq!(greeting[0], 10, "protocol 10 greeting");
         let mut i = 1 + greeting[1..].iter().position(|&b| b == 0).unwrap() + 1 + 4;
@@ -131,7 +150,8 @@ impl RawClient {
         body.extend_from_slice(&c.caps.to_le_bytes());
         body.extend_from_slice(&(16u32 << 20).to_le_bytes());
         body.push(45);
-        body.extend_from_slice(&[0; 23]);
+        body.extend_from_slice(&[0; 19]);
+        body.extend_from_slice(&mariadb.to_le_bytes());
         body.extend_from_slice(user.as_bytes());
         body.push(0);
         let auth = native_password(password.as_bytes(), &scramble);
