@@ -17,7 +17,10 @@ use mysql_async::prelude::*;
 
 use common::sidecar::Chain;
 use common::{LOCAL_PASSWORD, LOCAL_USER};
-use raw_packets::{DEPRECATE_EOF, MARIADB_EXTENDED_METADATA, RawClient};
+use raw_packets::{DEPRECATE_EOF, RawClient};
+
+/// MARIADB_CLIENT_EXTENDED_METADATA, among MariaDB's capabilities.
+const MARIADB_EXTENDED_METADATA: u32 = 0x8;
 
 const SETUP: &[&str] = &[
     "DROP TABLE IF EXISTS xm",

@@ -18,9 +18,6 @@ const LONG_PASSWORD: u32 = 0x1;
 /// CLIENT_DEPRECATE_EOF: result sets end with an OK-0xFE, not an EOF.
 pub const DEPRECATE_EOF: u32 = 0x100_0000;
 
-/// MARIADB_CLIENT_EXTENDED_METADATA, among MariaDB's capabilities.
-pub const MARIADB_EXTENDED_METADATA: u32 = 0x8;
-
 pub const MORE_RESULTS_EXISTS: u16 = 0x8;
 pub const PS_OUT_PARAMS: u16 = 0x1000;
 
