@@ -170,3 +170,81 @@ async fn extended_metadata_is_the_servers_byte_for_byte() {
     }
     assert!(differences.is_empty(), "{}", differences.join("\n\n"));
 }
+
+/// Process CPU time (user + system) so far.
+fn cpu() -> std::time::Duration {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
+    // SAFETY: getrusage fills the struct it is given.
+    let usage = unsafe {
+        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()), 0);
+        usage.assume_init()
+    };
+    let time = |t: libc::timeval| {
+        std::time::Duration::from_secs(t.tv_sec as u64)
+            + std::time::Duration::from_micros(t.tv_usec as u64)
+    };
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// What the relay costs: the same statements through a gateway whose
+/// connections are relayed and one whose are not (`relay_extended_metadata
+/// = false`), each in front of its own private MariaDB, interleaved. Point
+/// selects (latency) and a 200,000-row result (wall and process CPU time:
+/// the client's work is the same both ways, so the difference is the
+/// relay's). `cargo test --test extended_metadata relay_cost -- --ignored --nocapture`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement"]
+async fn relay_cost() {
+    use common::{Stack, Version};
+    use myquic::api::{Codec, pb};
+    let relayed = Stack::start().await;
+    let plain = Stack::start_with(|c| c.backend.relay_extended_metadata = false).await;
+    let clients = [
+        relayed.client(Version::H2, Codec::Proto).await,
+        plain.client(Version::H2, Codec::Proto).await,
+    ];
+    let point = "SELECT 1 AS one, 'x' AS s";
+    let mut latency = [Vec::new(), Vec::new()];
+    for _ in 0..2000 {
+        for (i, client) in clients.iter().enumerate() {
+            let started = std::time::Instant::now();
+            assert!(client.execute(None, point).await.error.is_none());
+            latency[i].push(started.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    let big = "SELECT seq, REPEAT('x', 100) AS pad FROM seq_1_to_200000";
+    let request = pb::ExecuteRequest {
+        query: big.into(),
+        ..Default::default()
+    };
+    let (mut wall, mut cpu_ms) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
+    for _ in 0..7 {
+        for (i, client) in clients.iter().enumerate() {
+            let (started, cpu_before) = (std::time::Instant::now(), cpu());
+            let mut rows = 0;
+            client
+                .stream(&request, |_, m| {
+                    rows += m.result.as_ref().map_or(0, |r| r.rows.len());
+                    false
+                })
+                .await
+                .unwrap();
+            assert_eq!(rows, 200_000);
+            wall[i].push(started.elapsed().as_secs_f64() * 1e3);
+            cpu_ms[i].push((cpu() - cpu_before).as_secs_f64() * 1e3);
+        }
+    }
+    for (i, name) in ["relayed", "not relayed"].iter().enumerate() {
+        println!(
+            "{name:12} point select median {:.3} ms; 200,000 rows: median {:.0} ms wall, {:.0} ms process CPU",
+            median(latency[i].clone()),
+            median(wall[i].clone()),
+            median(cpu_ms[i].clone()),
+        );
+    }
+}

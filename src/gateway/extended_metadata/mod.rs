@@ -44,6 +44,9 @@ impl ExtendedMetadata {
     /// clear (`caching_sha2_password`), so a backend across a network is
     /// never relayed.
     pub fn start(config: &BackendConfig) -> Self {
+        if !config.relay_extended_metadata {
+            return Self::default();
+        }
         let backend = match (&config.socket, &config.address) {
             (Some(socket), _) => relay::Backend::Unix(socket.clone()),
             (None, Some(address)) => {

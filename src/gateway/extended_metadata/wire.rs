@@ -217,6 +217,52 @@ mod tests {
         assert_eq!(ask_extended(&mut [0u8; 20]), None);
     }
 
+    /// A Handshake v10 greeting with capabilities `caps` and MariaDB's
+    /// `mariadb`.
+    fn hello(caps: u32, mariadb: u32) -> Vec<u8> {
+        let mut g = vec![10];
+        g.extend_from_slice(b"5.5.5-10.11.6-MariaDB\0");
+        g.extend_from_slice(&77u32.to_le_bytes());
+        g.extend_from_slice(&[1; 8]);
+        g.push(0);
+        g.extend_from_slice(&(caps as u16).to_le_bytes());
+        g.push(45);
+        g.extend_from_slice(&2u16.to_le_bytes());
+        g.extend_from_slice(&((caps >> 16) as u16).to_le_bytes());
+        g.push(21);
+        g.extend_from_slice(&[0; 6]);
+        g.extend_from_slice(&mariadb.to_le_bytes());
+        g.extend_from_slice(&[2; 12]);
+        g.push(0);
+        g.extend_from_slice(b"mysql_native_password\0");
+        g
+    }
+
+    #[test]
+    fn the_greeting_says_whether_extended_metadata_is_offered() {
+        let caps = CLIENT_PROTOCOL_41 | CLIENT_DEPRECATE_EOF;
+        let offered = greeting(&hello(caps, MARIADB_EXTENDED_METADATA)).unwrap();
+        assert_eq!(offered.connection_id, 77);
+        assert!(offered.offers_extended);
+        // MySQL's capabilities (CLIENT_MYSQL set), or not among MariaDB's.
+        assert!(
+            !greeting(&hello(caps | CLIENT_MYSQL, MARIADB_EXTENDED_METADATA))
+                .unwrap()
+                .offers_extended
+        );
+        assert!(
+            !greeting(&hello(caps, MARIADB_CACHE_METADATA))
+                .unwrap()
+                .offers_extended
+        );
+        // An ERR instead of a greeting, and a cut one.
+        assert_eq!(greeting(b"\xff\x10\x04Too many connections"), None);
+        let full = hello(caps, MARIADB_EXTENDED_METADATA);
+        for end in 0..40 {
+            assert_eq!(greeting(&full[..end]), None, "{end}");
+        }
+    }
+
     #[test]
     fn lenenc_integers() {
         assert_eq!(lenenc(&[0xfa]), Some((250, 1)));
