@@ -255,3 +255,30 @@ fn authentication_runs_until_its_ok_or_err() {
         1
     );
 }
+
+#[test]
+fn any_bytes_are_read_without_panicking() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(12);
+    for _ in 0..2000 {
+        let mut answers = Answers::new(Framing {
+            deprecate_eof: rng.random(),
+            cache_metadata: rng.random(),
+        });
+        let mut done = Vec::new();
+        for _ in 0..20 {
+            let len = rng.random_range(0..40);
+            let mut packet: Vec<u8> = (0..len).map(|_| rng.random()).collect();
+            // Often a known first byte, so every state is reached.
+            if let Some(first) = packet.first_mut() {
+                *first = [0x00, 0x01, 0x03, 0x16, 0x17, 0xfe, 0xff, 0xfb, *first]
+                    [rng.random_range(0..9)];
+            }
+            if rng.random_bool(0.4) {
+                answers.client_packet(rng.random_range(0..2), &packet);
+            } else if answers.server_packet(&packet, &mut done).is_err() {
+                break;
+            }
+        }
+    }
+}
