@@ -87,7 +87,12 @@ impl ExtendedMetadata {
     /// The extended type info of each of `columns`, the result just read
     /// on connection `id`; `None` if that connection is not relayed.
     /// Records of results the gateway did not look at (the driver's own
-    /// queries) are passed over; a result no record matches gets none.
+    /// queries, the gateway's reads of `@@` variables) are passed over; a
+    /// result no record matches gets none. A passed-over record could
+    /// only be taken for a later result whose column definitions are the
+    /// same to the byte; the results the gateway does not look at are its
+    /// driver's and its own reads of `@@` variables and status, which
+    /// carry no extended info, as the same columns of a client's do not.
     pub fn infos(&self, id: u32, columns: &[Column]) -> Option<Vec<Vec<u8>>> {
         let slot = self.connections.slot(id)?;
         let mut kept = slot.lock().expect("not poisoned");
@@ -97,6 +102,19 @@ impl ExtendedMetadata {
             }
         }
         Some(vec![Vec::new(); columns.len()])
+    }
+}
+
+#[cfg(test)]
+impl ExtendedMetadata {
+    /// Records for connection `id`, as the relay would keep them.
+    fn with_records(id: u32, records: Vec<answers::Record>) -> Self {
+        let connections = Arc::new(relay::Connections::default());
+        connections.register(id).lock().unwrap().extend(records);
+        Self {
+            connections,
+            relay: None,
+        }
     }
 }
 

@@ -54,6 +54,16 @@ pub type Slot = Arc<Mutex<std::collections::VecDeque<Record>>>;
 pub struct Connections(Mutex<HashMap<u32, Slot>>);
 
 impl Connections {
+    /// A new connection's records, under its thread id.
+    pub fn register(&self, id: u32) -> Slot {
+        let slot = Slot::default();
+        self.0
+            .lock()
+            .expect("not poisoned")
+            .insert(id, slot.clone());
+        slot
+    }
+
     pub fn slot(&self, id: u32) -> Option<Slot> {
         self.0.lock().expect("not poisoned").get(&id).cloned()
     }
@@ -199,13 +209,8 @@ async fn relay(client: UnixStream, backend: &Backend, connections: &Connections)
         return Ok(());
     };
 
-    let slot = Slot::default();
     let id = hello.connection_id;
-    connections
-        .0
-        .lock()
-        .expect("not poisoned")
-        .insert(id, slot.clone());
+    let slot = connections.register(id);
     let ended = follow(
         framing,
         &slot,

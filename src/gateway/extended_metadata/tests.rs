@@ -282,3 +282,35 @@ fn any_bytes_are_read_without_panicking() {
         }
     }
 }
+
+#[test]
+fn a_result_is_paired_with_the_record_of_the_same_columns() {
+    use super::ExtendedMetadata;
+    let record = |names: &[&str], info: &[u8]| {
+        let mut answers = logged_in(true, false);
+        answers.client_packet(0, b"\x03SELECT");
+        let mut packets = vec![vec![names.len() as u8]];
+        packets.extend(names.iter().map(|n| definition(n, Some(info))));
+        feed(&mut answers, &packets).unwrap().1.remove(0)
+    };
+    // The gateway's own read (never paired), the client's result, and a
+    // later one.
+    let own = record(&["@@in_transaction"], b"");
+    let wanted = record(&["j"], JSON);
+    let later = record(&["k"], JSON);
+    let metadata = ExtendedMetadata::with_records(7, vec![own, wanted.clone(), later.clone()]);
+    assert_eq!(
+        metadata.infos(7, &wanted.columns),
+        Some(vec![JSON.to_vec()])
+    );
+    // Not relayed: the caller looks JSON columns up instead.
+    assert_eq!(metadata.infos(8, &later.columns), None);
+    // A result no record matches gets no info, and passed-over records
+    // are gone.
+    let unmatched = record(&["x", "y"], JSON);
+    assert_eq!(
+        metadata.infos(7, &unmatched.columns),
+        Some(vec![Vec::new(), Vec::new()])
+    );
+    assert_eq!(metadata.infos(7, &later.columns), Some(vec![Vec::new()]));
+}
