@@ -114,14 +114,24 @@ fn lines(text: &str) -> impl Iterator<Item = &str> {
         .filter(|l| !l.is_empty())
 }
 
+/// A case's full name: `main.` unless it names its suite
+/// (`type_inet.type_inet6`).
+fn qualified(case: &str) -> String {
+    if case.contains('.') {
+        case.to_string()
+    } else {
+        format!("main.{case}")
+    }
+}
+
 /// The selection, or (to iterate on a few cases) the ones of it named in
-/// `MYQUIC_MTR_CASES` (comma-separated, without `main.`).
+/// `MYQUIC_MTR_CASES` (comma-separated, `main.` left out).
 fn selection() -> Vec<String> {
     let only: Option<BTreeSet<String>> = std::env::var("MYQUIC_MTR_CASES")
         .ok()
-        .map(|v| v.split(',').map(|c| format!("main.{}", c.trim())).collect());
+        .map(|v| v.split(',').map(|c| qualified(c.trim())).collect());
     let cases: Vec<String> = lines(SELECTION)
-        .map(|l| format!("main.{l}"))
+        .map(qualified)
         .filter(|c| only.as_ref().is_none_or(|only| only.contains(c)))
         .collect();
     let unique: BTreeSet<&String> = cases.iter().collect();
@@ -152,7 +162,7 @@ fn known_failures() -> BTreeMap<Protocol, BTreeSet<String>> {
             known
                 .entry(Protocol::parse(p))
                 .or_default()
-                .insert(format!("main.{case}"));
+                .insert(qualified(case));
         }
     }
     known
@@ -275,13 +285,20 @@ struct Outcome {
     log: String,
 }
 
+/// Whether a mysql-test-run.pl log line is a case's result line.
+fn is_case_line(line: &str) -> bool {
+    line.split_whitespace()
+        .next()
+        .is_some_and(|w| w.contains('.') && line.contains(" [ "))
+}
+
 /// The report of case `case` in a mysql-test-run.pl log: its result line
 /// and what follows up to the next case.
 fn report_of(log: &str, case: &str) -> String {
     let mut out = String::new();
     let mut inside = false;
     for line in log.lines() {
-        if line.starts_with("main.") {
+        if is_case_line(line) {
             inside = line.split_whitespace().next() == Some(case);
         }
         if inside {
@@ -334,7 +351,7 @@ impl Run<'_> {
         let mut outcome = Outcome::default();
         for line in text.lines() {
             let mut words = line.split_whitespace();
-            let Some(case) = words.next().filter(|w| w.starts_with("main.")) else {
+            let Some(case) = words.next().filter(|w| self.cases.iter().any(|c| c == w)) else {
                 continue;
             };
             let result = line.split('[').nth(1).map(|r| r.split(']').next().unwrap());

@@ -101,6 +101,11 @@ pub struct BackendConfig {
     /// want one (`REQUIRE X509`).
     pub tls_client_cert: Option<PathBuf>,
     pub tls_client_key: Option<PathBuf>,
+    /// Plaintext connections to a local backend (unix socket, loopback)
+    /// go through the gateway's relay, which gets MariaDB's extended
+    /// column metadata (`gateway::extended_metadata`); off: it is looked
+    /// up, for LONGTEXT JSON columns only.
+    pub relay_extended_metadata: bool,
 }
 
 /// Whether the gateway's backend connections use TLS. Whenever TLS is
@@ -297,6 +302,7 @@ impl Default for BackendConfig {
             tls_server_name: None,
             tls_client_cert: None,
             tls_client_key: None,
+            relay_extended_metadata: true,
         }
     }
 }

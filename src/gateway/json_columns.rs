@@ -1,4 +1,6 @@
-//! Which LONGTEXT columns are MariaDB JSON columns.
+//! Which LONGTEXT columns are MariaDB JSON columns, for backend
+//! connections the relay does not read (TLS, a backend across a network:
+//! `extended_metadata`); relayed ones get the server's own metadata.
 //!
 //! MariaDB's JSON is LONGTEXT with a `json_valid()` column check: on the
 //! wire it is a BLOB, and only MariaDB's extended column metadata

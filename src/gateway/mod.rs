@@ -9,6 +9,7 @@ mod backend;
 mod backend_tls;
 mod binary;
 mod error_text;
+mod extended_metadata;
 mod fresh_connections;
 mod health;
 mod json_columns;
@@ -23,6 +24,7 @@ mod stream;
 mod vitess;
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -84,7 +86,9 @@ impl Gateway {
             }
             _ => unreachable!("validate() requires a certificate source"),
         };
-        let accounts = accounts(&config)?;
+        let extended_metadata =
+            Arc::new(extended_metadata::ExtendedMetadata::start(&config.backend));
+        let accounts = accounts(&config, extended_metadata.socket())?;
         let key = match &config.sessions.signing_key {
             Some(secret) => {
                 Sessions::key_from_secret(&secret.resolve("gateway.sessions.signing_key")?)
@@ -110,6 +114,7 @@ impl Gateway {
                 limits: config.limits.clone(),
                 connect_timeout: config.backend.connect_timeout,
                 json_columns: Default::default(),
+                extended_metadata,
                 backend_packet: Default::default(),
                 backend_shares: backend_shares.clone(),
                 fresh: Default::default(),
@@ -291,7 +296,8 @@ fn connection_limits(config: &GatewayConfig) -> ConnectionLimits {
     }
 }
 
-fn accounts(config: &GatewayConfig) -> Result<Accounts, ConfigError> {
+/// The accounts' pools; plaintext ones connect through `relay` if given.
+fn accounts(config: &GatewayConfig, relay: Option<&Path>) -> Result<Accounts, ConfigError> {
     let tls = Arc::new(BackendTls::from_config(&config.backend)?);
     info!(tls = ?tls.mode(), "backend connections");
     let mut list = Vec::new();
@@ -310,6 +316,7 @@ fn accounts(config: &GatewayConfig) -> Result<Accounts, ConfigError> {
                 cred.database.as_deref(),
                 found_rows,
                 ssl,
+                relay,
             )
         });
         list.push(Account::new(

@@ -17,6 +17,7 @@ use crate::translate::{bind, session_track, statement};
 use super::auth::Account;
 use super::backend::{self, BackendError, Flow, JsonLookup, Outcome, ResultSink, Summary};
 use super::binary;
+use super::extended_metadata::ExtendedMetadata;
 use super::fresh_connections::{self, FreshConnections};
 use super::json_columns::JsonColumns;
 use super::packet_limit::BackendPacket;
@@ -33,6 +34,8 @@ pub struct Rpc {
     pub connect_timeout: Duration,
     /// Which LONGTEXT columns are MariaDB JSON, per table.
     pub json_columns: JsonColumns,
+    /// MariaDB's extended column metadata, relayed from the backend.
+    pub extended_metadata: Arc<ExtendedMetadata>,
     /// The backend's max_allowed_packet, once learned.
     pub backend_packet: BackendPacket,
     /// Each credential's share of the backend connections sessions hold.
@@ -221,6 +224,7 @@ impl Rpc {
 
     fn json<'a>(&'a self, account: &'a Account) -> JsonLookup<'a> {
         JsonLookup {
+            relayed: &self.extended_metadata,
             columns: &self.json_columns,
             account: &account.username,
             pool: account.pool(),
