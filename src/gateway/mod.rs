@@ -16,6 +16,7 @@ pub mod packet_limit;
 mod rpc;
 mod service;
 mod session_reads;
+mod series;
 mod session_state;
 pub(crate) mod sessions;
 mod shares;

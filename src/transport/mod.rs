@@ -45,7 +45,8 @@ impl HttpVersion {
 /// A request as a handler sees it: its headers, and its body not yet read.
 pub struct Request {
     pub method: http::Method,
-    pub path: String,
+    /// As the client sent it ([`Request::path`] reads its path in place).
+    pub uri: http::Uri,
     pub headers: HeaderMap,
     /// Read only when the handler asks, after it has checked the headers:
     /// an anonymous caller never makes the server buffer a body.
@@ -56,6 +57,12 @@ pub struct Request {
     pub peer: admission::PeerSlot,
     /// The connection's link, for choosing how hard to compress.
     pub link: link::Link,
+}
+
+impl Request {
+    pub fn path(&self) -> &str {
+        self.uri.path()
+    }
 }
 
 /// A request body still on the wire. Dropping it unread tells the client
