@@ -353,7 +353,11 @@ impl Service {
                 );
                 let mut response = stream_response(wire, rx);
                 if let Body::Stream(chunks) = response.body {
-                    response.body = Body::Stream(chunks.with_producer(producer));
+                    let mut chunks = chunks.with_producer(producer);
+                    // The head leaves with the first chunk: one write for
+                    // a small result instead of two.
+                    chunks.first_ready(KEEPALIVE).await;
+                    response.body = Body::Stream(chunks);
                 }
                 Ok(response)
             }
