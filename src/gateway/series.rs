@@ -89,11 +89,7 @@ mod tests {
         count_request(Some(Method::Prepare), HttpVersion::Http1, "ok");
         assert_eq!(before(Method::Prepare, HttpVersion::Http1), a + 2);
         assert_eq!(before(Method::CloseSession, HttpVersion::Http1), b);
-        let refused = || {
-            requests
-                .with(&["unknown", "http/1.1", "not_found"])
-                .get()
-        };
+        let refused = || requests.with(&["unknown", "http/1.1", "not_found"]).get();
         let r = refused();
         count_request(None, HttpVersion::Http1, "not_found");
         assert_eq!(refused(), r + 1);

@@ -151,7 +151,10 @@ impl Service {
         let Some(method) = Method::from_path(request.path()) else {
             return render_error(
                 None,
-                &ApiError::new(Code::NotFound, format!("no such method: {}", request.path())),
+                &ApiError::new(
+                    Code::NotFound,
+                    format!("no such method: {}", request.path()),
+                ),
             );
         };
         let content_type =
@@ -342,11 +345,7 @@ impl Service {
                     async move {
                         let started = Instant::now();
                         service.rpc.stream_execute(account, req, sink).await;
-                        series::observe(
-                            Some(Method::StreamExecute),
-                            version,
-                            started.elapsed(),
-                        );
+                        series::observe(Some(Method::StreamExecute), version, started.elapsed());
                         drop(in_flight);
                     }
                     .in_current_span(),
