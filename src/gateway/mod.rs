@@ -15,6 +15,7 @@ mod health;
 mod json_columns;
 pub mod packet_limit;
 mod rpc;
+mod series;
 mod service;
 mod session_reads;
 mod session_state;

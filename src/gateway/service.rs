@@ -7,17 +7,18 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tracing::{Instrument, debug, info_span};
+use tracing::field::{Empty, display};
+use tracing::{Instrument, Span, debug, debug_span, info_span};
 
-use crate::admin::metrics::{Gauge, Metric, metrics};
+use crate::admin::metrics::{Gauge, Metric};
 use crate::telemetry::TraceId;
 
 use crate::api::compression::SUPPORTED;
-use crate::api::connect::take_envelope;
+use crate::api::connect::take_whole_envelope;
 use crate::api::strict_text::StrictText;
 use crate::api::{
     ApiError, Code, Codec, Encoding, Framing, MAX_REQUEST_BYTES_HEADER, Method, RAW_TEXT_HEADER,
@@ -27,6 +28,7 @@ use crate::transport::{Body, BodyError, Chunks, Handler, Request, Response};
 
 use super::auth::{Account, Accounts};
 use super::rpc::Rpc;
+use super::series;
 use super::stream::StreamSink;
 use crate::api::connect::encode_message_with;
 use crate::api::effort::effort_for;
@@ -72,24 +74,13 @@ struct Wire {
 impl Handler for Arc<Service> {
     fn handle(&self, request: Request) -> Pin<Box<dyn Future<Output = Response> + Send>> {
         let service = self.clone();
-        // The caller's trace id (the sidecar's `traceparent`), so this
-        // request's log lines can be joined with the sidecar's.
-        let trace = header_str(&request.headers, "traceparent")
-            .and_then(TraceId::from_traceparent)
-            .unwrap_or_else(TraceId::random);
-        let span = info_span!(
-            "request",
-            trace_id = %trace,
-            path = %request.path,
-            version = request.version.as_str()
-        );
-        let method = Method::from_path(&request.path).map_or("unknown", Method::name);
-        let transport = request.version.as_str();
-        let streaming = Method::from_path(&request.path).is_some_and(Method::is_streaming);
+        let span = request_span(&request);
+        let method = Method::from_path(request.path());
+        let version = request.version;
+        let streaming = method.is_some_and(Method::is_streaming);
         Box::pin(
             async move {
                 let started = Instant::now();
-                let m = metrics();
                 // Streams count themselves in flight while they run.
                 let _in_flight = (!streaming).then(|| InFlight::new(&service.in_flight));
                 let response = service.serve(request).await;
@@ -98,15 +89,12 @@ impl Handler for Arc<Service> {
                 } else {
                     Code::from_http_status(response.status.as_u16()).as_str()
                 };
-                m.gateway.requests.with(&[method, transport, outcome]).inc();
+                series::count_request(method, version, outcome);
                 if let Body::Full(body) = &response.body {
-                    m.gateway.bytes.with(&["sent"]).add(body.len() as u64);
+                    series::bytes_sent().add(body.len() as u64);
                 }
                 if !streaming {
-                    m.gateway
-                        .duration
-                        .with(&[method, transport])
-                        .observe(started.elapsed());
+                    series::observe(method, version, started.elapsed());
                 }
                 debug!(status = response.status.as_u16(), "answered");
                 response
@@ -114,6 +102,25 @@ impl Handler for Arc<Service> {
             .instrument(span),
         )
     }
+}
+
+/// The request's span. A caller that traces (the sidecar sends
+/// `traceparent` for the commands it logs) gets one at info, so the two
+/// logs join at the gateway's default level. Otherwise it is a debug
+/// span, whose fields are formatted, and trace id made, only when it is
+/// logged: at info they were work on every request for no line.
+fn request_span(request: &Request) -> Span {
+    let version = request.version.as_str();
+    if let Some(trace) =
+        header_str(&request.headers, "traceparent").and_then(TraceId::from_traceparent)
+    {
+        return info_span!("request", trace_id = %trace, path = %request.path(), version);
+    }
+    let span = debug_span!("request", trace_id = Empty, path = %request.path(), version);
+    if !span.is_disabled() {
+        span.record("trace_id", display(TraceId::random()));
+    }
+    span
 }
 
 /// Counts a request in flight (the drain waits for these) while alive.
@@ -141,10 +148,13 @@ impl Service {
                 .insert(header::ALLOW, HeaderValue::from_static("POST"));
             return response;
         }
-        let Some(method) = Method::from_path(&request.path) else {
+        let Some(method) = Method::from_path(request.path()) else {
             return render_error(
                 None,
-                &ApiError::new(Code::NotFound, format!("no such method: {}", request.path)),
+                &ApiError::new(
+                    Code::NotFound,
+                    format!("no such method: {}", request.path()),
+                ),
             );
         };
         let content_type =
@@ -273,11 +283,7 @@ impl Service {
                     ApiError::new(Code::Canceled, format!("request body: {detail}"))
                 }
             })?;
-        metrics()
-            .gateway
-            .bytes
-            .with(&["received"])
-            .add(body.len() as u64);
+        series::bytes_received().add(body.len() as u64);
         let message = match wire.framing {
             Framing::Unary => request_encoding.decompress(body, limit),
             Framing::Streaming => single_envelope(body, request_encoding, limit),
@@ -331,7 +337,7 @@ impl Service {
                 .raw_text(wire.raw_text)
                 .link(link);
                 let service = self.clone();
-                let transport = request.version.as_str();
+                let version = request.version;
                 let in_flight = InFlight::new(&self.in_flight);
                 // The statement runs as the transport reads the body (on
                 // its task), and to its end even if the client goes.
@@ -339,18 +345,18 @@ impl Service {
                     async move {
                         let started = Instant::now();
                         service.rpc.stream_execute(account, req, sink).await;
-                        metrics()
-                            .gateway
-                            .duration
-                            .with(&[Method::StreamExecute.name(), transport])
-                            .observe(started.elapsed());
+                        series::observe(Some(Method::StreamExecute), version, started.elapsed());
                         drop(in_flight);
                     }
                     .in_current_span(),
                 );
                 let mut response = stream_response(wire, rx);
                 if let Body::Stream(chunks) = response.body {
-                    response.body = Body::Stream(chunks.with_producer(producer));
+                    let mut chunks = chunks.with_producer(producer);
+                    // The head leaves with the first chunk: one write for
+                    // a small result instead of two.
+                    chunks.first_ready(KEEPALIVE).await;
+                    response.body = Body::Stream(chunks);
                 }
                 Ok(response)
             }
@@ -500,8 +506,8 @@ fn plain(status: StatusCode, text: &'static str) -> Response {
 
 /// A streaming request body is exactly one enveloped message.
 fn single_envelope(body: Bytes, encoding: Encoding, limit: usize) -> Result<Bytes, ApiError> {
-    let mut buf = BytesMut::from(&body[..]);
-    let envelope = take_envelope(&mut buf, limit)?
+    let mut buf = body;
+    let envelope = take_whole_envelope(&mut buf, limit)?
         .ok_or_else(|| ApiError::new(Code::InvalidArgument, "truncated request envelope"))?;
     if !buf.is_empty() || envelope.is_end_stream() {
         return Err(ApiError::new(

@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::time::Instant;
 
-use crate::api::connect::{FLAG_COMPRESSED, encode_message_with, end_stream, put_envelope};
+use crate::api::connect::{end_stream, put_message_with};
 use crate::api::effort::effort_for;
 use crate::api::pb;
 use crate::api::strict_text::StrictText;
@@ -175,20 +175,15 @@ impl StreamSink {
         };
         let message = strict.as_ref().unwrap_or(message);
         let link = &self.link;
-        let (payload, compressed) = encode_message_with(
+        let sent = put_message_with(
+            &mut self.out,
             self.codec,
             self.encoding,
             self.compress_min,
             || effort_for(link.estimate()),
             message,
         );
-        let flags = if compressed { FLAG_COMPRESSED } else { 0 };
-        crate::admin::metrics::metrics()
-            .gateway
-            .bytes
-            .with(&["sent"])
-            .add(payload.len() as u64);
-        put_envelope(&mut self.out, flags, &payload);
+        super::series::bytes_sent().add(sent as u64);
         if self.out.len() >= self.target {
             self.push().await;
         }

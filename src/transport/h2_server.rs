@@ -236,7 +236,7 @@ async fn handle(
     let response = handler
         .handle(Request {
             method: parts.method,
-            path: parts.uri.path().to_string(),
+            uri: parts.uri,
             headers: parts.headers,
             body,
             version,

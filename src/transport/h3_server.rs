@@ -218,7 +218,7 @@ impl RequestContext {
         let (parts, ()) = req.into_parts();
         let request = Request {
             method: parts.method,
-            path: parts.uri.path().to_string(),
+            uri: parts.uri,
             headers: parts.headers,
             body: RequestBody::new(limit, move |limit| {
                 read_body(UnreadStopped::new(body), limit)
