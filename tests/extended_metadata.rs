@@ -8,16 +8,11 @@
 
 mod common;
 
-// Parameters and the plain login are prepared_types.rs's.
-#[allow(dead_code)]
-#[path = "common/raw_packets.rs"]
-mod raw_packets;
-
 use mysql_async::prelude::*;
 
+use common::raw_packets::{DEPRECATE_EOF, RawClient};
 use common::sidecar::Chain;
 use common::{LOCAL_PASSWORD, LOCAL_USER};
-use raw_packets::{DEPRECATE_EOF, RawClient};
 
 /// MARIADB_CLIENT_EXTENDED_METADATA, among MariaDB's capabilities.
 const MARIADB_EXTENDED_METADATA: u32 = 0x8;

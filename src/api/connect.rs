@@ -113,6 +113,13 @@ pub fn envelope(flags: u8, payload: &[u8]) -> Bytes {
     out.freeze()
 }
 
+/// The header of an envelope of `len` bytes (its payload sent after it).
+pub fn envelope_header(flags: u8, len: usize) -> [u8; ENVELOPE_HEADER] {
+    let len = u32::try_from(len).expect("messages are bounded well below 4 GiB");
+    let [a, b, c, d] = len.to_be_bytes();
+    [flags, a, b, c, d]
+}
+
 /// Appends an envelope to `out` (several make one write).
 pub fn put_envelope(out: &mut BytesMut, flags: u8, payload: &[u8]) {
     out.reserve(ENVELOPE_HEADER + payload.len());

@@ -325,7 +325,7 @@ impl Client {
             );
             match live
                 .conn
-                .send(prepared.build(self.uri(prepared.method())))
+                .send_body(prepared.build(self.uri(prepared.method())))
                 .await
             {
                 Ok(response) => {

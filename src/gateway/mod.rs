@@ -218,6 +218,11 @@ impl Gateway {
         })
     }
 
+    /// Requests being served now (a streaming call once its body is read).
+    pub fn requests_in_flight(&self) -> i64 {
+        self.service.in_flight.get()
+    }
+
     /// What the admin endpoint reports for this gateway.
     pub fn health(&self) -> Arc<dyn crate::admin::Health> {
         self.health.clone()

@@ -18,13 +18,15 @@ use crate::admin::metrics::{Gauge, Metric};
 use crate::telemetry::TraceId;
 
 use crate::api::compression::SUPPORTED;
-use crate::api::connect::take_whole_envelope;
+use crate::api::connect::{ENVELOPE_HEADER, take_whole_envelope};
+use crate::api::stream_coding::BodyDecoder;
 use crate::api::strict_text::StrictText;
 use crate::api::{
-    ApiError, Code, Codec, Encoding, Framing, MAX_REQUEST_BYTES_HEADER, Method, RAW_TEXT_HEADER,
+    ApiError, BODY_ENCODING_HEADER, Code, Codec, Encoding, Framing, MAX_REQUEST_BYTES_HEADER,
+    Method, RAW_TEXT_HEADER,
 };
 use crate::transport::run_to_end::RunToEnd;
-use crate::transport::{Body, BodyError, Chunks, Handler, Request, Response};
+use crate::transport::{Body, BodyError, Chunks, Handler, Request, RequestBody, Response};
 
 use super::auth::{Account, Accounts};
 use super::rpc::Rpc;
@@ -192,15 +194,31 @@ impl Service {
                 Ok(e) => e,
                 Err(e) => return render_error(Some(wire), &e),
             };
+        // A unary body is its message; a streaming body may also be coded
+        // as a whole, envelope and all (see BODY_ENCODING_HEADER).
+        let codings = match framing {
+            Framing::Unary => Ok(Codings {
+                body: request_encoding,
+                message: Encoding::Identity,
+            }),
+            Framing::Streaming => {
+                Encoding::from_header(header_str(&request.headers, "content-encoding")).map(
+                    |body| Codings {
+                        body,
+                        message: request_encoding,
+                    },
+                )
+            }
+        };
+        let codings = match codings {
+            Ok(codings) => codings,
+            Err(e) => return render_error(Some(wire), &e),
+        };
         wire.response_encoding = Encoding::negotiate(
             request_encoding,
             header_str(&request.headers, accept_header),
         );
-        let mut response = match self
-            .clone()
-            .dispatch(method, wire, request_encoding, request)
-            .await
-        {
+        let mut response = match self.clone().dispatch(method, wire, codings, request).await {
             Ok(response) => response,
             Err(e) => render_error(Some(wire), &e),
         };
@@ -213,6 +231,9 @@ impl Service {
         response
             .headers
             .insert(MAX_REQUEST_BYTES_HEADER, HeaderValue::from(limit));
+        response
+            .headers
+            .insert(BODY_ENCODING_HEADER, HeaderValue::from_static(SUPPORTED));
         response
     }
 
@@ -234,7 +255,7 @@ impl Service {
         self: Arc<Self>,
         method: Method,
         wire: Wire,
-        request_encoding: Encoding,
+        codings: Codings,
         request: Request,
     ) -> Result<Response, ApiError> {
         // Authenticate from the headers, before reading any of the body:
@@ -264,40 +285,24 @@ impl Service {
         };
         request.peer.release();
         let limit = self.request_limit(&account).await;
-        let body = request
-            .body
-            .read(limit, self.request_body_timeout)
-            .await
-            .map_err(|e| match e {
-                BodyError::TooLarge { limit } => ApiError::new(
-                    Code::ResourceExhausted,
-                    format!("request body larger than max_request_bytes ({limit} bytes)"),
-                ),
-                BodyError::TimedOut { after } => ApiError::new(
-                    Code::DeadlineExceeded,
-                    format!(
-                        "request body not received within gateway.timeouts.request_body ({after:?})"
-                    ),
-                ),
-                BodyError::Broken(detail) => {
-                    ApiError::new(Code::Canceled, format!("request body: {detail}"))
-                }
-            })?;
-        series::bytes_received().add(body.len() as u64);
+        // An enveloped message may be as large as the limit.
+        let decoded_limit = match wire.framing {
+            Framing::Unary => limit,
+            Framing::Streaming => limit.saturating_add(ENVELOPE_HEADER),
+        };
+        let body = read_decoded(
+            request.body,
+            codings.body,
+            limit,
+            decoded_limit,
+            self.request_body_timeout,
+        )
+        .await?;
         let message = match wire.framing {
-            Framing::Unary => request_encoding.decompress(body, limit),
-            Framing::Streaming => single_envelope(body, request_encoding, limit),
-        }
-        .map_err(|e| match e.code {
-            // Named as the limit a client can find in our configuration.
-            Code::ResourceExhausted => ApiError::new(
-                Code::ResourceExhausted,
-                format!(
-                    "request body larger than max_request_bytes ({limit} bytes) after decompression"
-                ),
-            ),
-            _ => e,
-        })?;
+            Framing::Unary => body,
+            Framing::Streaming => single_envelope(body, codings.message, limit)
+                .map_err(|e| after_decompression(e, limit))?,
+        };
         let rpc = &self.rpc;
         let link = self.link_of(&request.link);
         match method {
@@ -501,6 +506,95 @@ fn plain(status: StatusCode, text: &'static str) -> Response {
         status,
         headers,
         body: Body::Full(Bytes::from_static(text.as_bytes())),
+    }
+}
+
+/// How a request's bytes are coded: the whole body (HTTP
+/// `Content-Encoding`), and a streaming request's message inside its
+/// envelope (`Connect-Content-Encoding`).
+#[derive(Clone, Copy)]
+struct Codings {
+    body: Encoding,
+    message: Encoding,
+}
+
+/// Reads the request body, decoding it as it arrives (zstd a piece at a
+/// time: the last piece is decoded moments after it lands, not the whole
+/// body after all of it has), refused past `limit` bytes on the wire or
+/// `decoded_limit` decoded.
+async fn read_decoded(
+    body: RequestBody,
+    encoding: Encoding,
+    limit: usize,
+    decoded_limit: usize,
+    deadline: Duration,
+) -> Result<Bytes, ApiError> {
+    let mut wire = 0;
+    let decoded = if encoding == Encoding::Identity {
+        let read = body.read(limit, deadline).await;
+        wire = read.as_ref().map_or(0, Bytes::len);
+        read.map_err(|e| body_error(e, limit))
+    } else {
+        let mut decoder = BodyDecoder::new(encoding, decoded_limit);
+        let mut refused = None;
+        let read = body
+            .read_with(limit, deadline, |piece| {
+                wire += piece.len();
+                match decoder.push(&piece) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        refused = Some(e);
+                        false
+                    }
+                }
+            })
+            .await;
+        match read {
+            Ok(()) => decoder.finish().map_err(|e| after_decompression(e, limit)),
+            Err(BodyError::Stopped) => Err(after_decompression(
+                refused.unwrap_or_else(|| {
+                    ApiError::new(Code::Internal, "request body stopped without a reason")
+                }),
+                limit,
+            )),
+            Err(e) => Err(body_error(e, limit)),
+        }
+    };
+    series::bytes_received().add(wire as u64);
+    decoded
+}
+
+/// A decoded body or message over the limit, named as the limit a client
+/// can find in our configuration.
+fn after_decompression(e: ApiError, limit: usize) -> ApiError {
+    match e.code {
+        Code::ResourceExhausted => ApiError::new(
+            Code::ResourceExhausted,
+            format!(
+                "request body larger than max_request_bytes ({limit} bytes) after decompression"
+            ),
+        ),
+        _ => e,
+    }
+}
+
+fn body_error(e: BodyError, limit: usize) -> ApiError {
+    match e {
+        BodyError::TooLarge { limit } => ApiError::new(
+            Code::ResourceExhausted,
+            format!("request body larger than max_request_bytes ({limit} bytes)"),
+        ),
+        BodyError::TimedOut { after } => ApiError::new(
+            Code::DeadlineExceeded,
+            format!("request body not received within gateway.timeouts.request_body ({after:?})"),
+        ),
+        BodyError::Broken(detail) => {
+            ApiError::new(Code::Canceled, format!("request body: {detail}"))
+        }
+        BodyError::Stopped => ApiError::new(
+            Code::ResourceExhausted,
+            format!("request body refused (max_request_bytes {limit} bytes)"),
+        ),
     }
 }
 

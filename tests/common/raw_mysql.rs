@@ -96,6 +96,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> RawClient<S> {
         }
     }
 
+    /// The connection itself, to write what no well-behaved client would
+    /// (a packet cut short).
+    pub fn into_stream(self) -> S {
+        self.stream
+    }
+
     /// Sends one command packet (sequence 0), split as the protocol
     /// splits payloads of 16 MiB − 1 and more.
     pub async fn command(&mut self, payload: &[u8]) {
