@@ -235,6 +235,10 @@ pub struct Limits {
     /// `compress_min_bytes` on is compressed with the negotiated encoding
     /// (zstd at level 1), whatever the link.
     pub compression_by_link: bool,
+    /// With `compression_by_link`, a connection whose round trip (the
+    /// kernel's for HTTP/2, quinn's for HTTP/3) is under this is near.
+    #[serde(with = "humantime_serde")]
+    pub near_rtt: Duration,
     /// Concurrent requests (streams) on one HTTP/2 or HTTP/3 connection.
     pub max_streams_per_connection: u32,
     /// Connections one IP address may hold before a request on them has
@@ -326,6 +330,7 @@ impl Default for Limits {
             query_timeout: Duration::from_secs(900),
             compress_min_bytes: 1024,
             compression_by_link: true,
+            near_rtt: crate::api::effort::NEAR_RTT,
             max_streams_per_connection: 4096,
             max_pending_connections_per_peer: 64,
         }

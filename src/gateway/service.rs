@@ -33,7 +33,7 @@ use super::rpc::Rpc;
 use super::series;
 use super::stream::StreamSink;
 use crate::api::connect::encode_message_with;
-use crate::api::effort::effort_for;
+use crate::api::effort::effort_within;
 use crate::transport::link::Link;
 
 /// A refused request's body is read and dropped when it declares at most
@@ -340,7 +340,8 @@ impl Service {
                     tx,
                 )
                 .raw_text(wire.raw_text)
-                .link(link);
+                .link(link)
+                .near_rtt(limits.near_rtt);
                 let service = self.clone();
                 let version = request.version;
                 let in_flight = InFlight::new(&self.in_flight);
@@ -391,7 +392,8 @@ impl Service {
             message.strict_text()
         };
         let message = strict.as_ref().unwrap_or(message);
-        let effort = || effort_for(link.estimate());
+        let near_rtt = self.rpc.limits.near_rtt;
+        let effort = || effort_within(link.estimate(), near_rtt);
         let (body, compressed) =
             encode_message_with(wire.codec, wire.response_encoding, min, effort, message);
         let mut headers = base_headers(wire);
