@@ -12,7 +12,7 @@ use mysql_async::prelude::*;
 
 use common::raw_packets::{DEPRECATE_EOF, RawClient};
 use common::sidecar::Chain;
-use common::{LOCAL_PASSWORD, LOCAL_USER};
+use common::{LOCAL_PASSWORD, LOCAL_USER, Stack};
 
 /// MARIADB_CLIENT_EXTENDED_METADATA, among MariaDB's capabilities.
 const MARIADB_EXTENDED_METADATA: u32 = 0x8;
@@ -130,7 +130,8 @@ const UUID_TYPE: &str = "00, 04, 75, 75, 69, 64";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extended_metadata_is_the_servers_byte_for_byte() {
-    let chain = Chain::start().await;
+    let relayed = Stack::start_with(|c| c.backend.relay_extended_metadata = true).await;
+    let chain = Chain::launch_on(relayed, |_| {}).await;
     let mut direct = chain.direct().await;
     for sql in SETUP {
         direct.query_drop(*sql).await.unwrap();
@@ -195,9 +196,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement"]
 async fn relay_cost() {
-    use common::{Stack, Version};
+    use common::Version;
     use myquic::api::{Codec, pb};
-    let relayed = Stack::start().await;
+    let relayed = Stack::start_with(|c| c.backend.relay_extended_metadata = true).await;
     let plain = Stack::start_with(|c| c.backend.relay_extended_metadata = false).await;
     let clients = [
         relayed.client(Version::H2, Codec::Proto).await,

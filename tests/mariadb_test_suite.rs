@@ -406,6 +406,9 @@ impl Chain {
         let db = mtr_server().await;
         let backend_socket = db.socket.clone();
         let stack = Stack::start_on(db, |config| {
+            // MariaDB's extended metadata (`type_json`, `type_inet`,
+            // `type_uuid`): relayed from the backend.
+            config.backend.relay_extended_metadata = true;
             for &(user, password, api_user) in ACCOUNTS {
                 config.credentials.push(Credential {
                     username: api_user.into(),
