@@ -358,11 +358,7 @@ impl Service {
                 );
                 let mut response = stream_response(wire, rx);
                 if let Body::Stream(chunks) = response.body {
-                    let mut chunks = chunks.with_producer(producer);
-                    // The head leaves with the first chunk: one write for
-                    // a small result instead of two.
-                    chunks.first_ready(KEEPALIVE).await;
-                    response.body = Body::Stream(chunks);
+                    response.body = Body::Stream(chunks.with_producer(producer));
                 }
                 Ok(response)
             }

@@ -201,9 +201,6 @@ pub struct Chunks {
     /// What fills the channel, driven while the body is read (see
     /// [`Chunks::with_producer`]).
     producer: Option<run_to_end::RunToEnd>,
-    /// What [`Chunks::first_ready`] took before the response head left:
-    /// the next thing [`Chunks::next`] returns.
-    first: Option<Option<Bytes>>,
 }
 
 impl Chunks {
@@ -212,7 +209,6 @@ impl Chunks {
             rx,
             keepalive: None,
             producer: None,
-            first: None,
         }
     }
 
@@ -233,42 +229,21 @@ impl Chunks {
         self
     }
 
-    /// Waits, at most `within`, until the first chunk is made (or the
-    /// body ended), driving the producer: a response head sent before its
-    /// first chunk leaves in a write of its own (hyper's HTTP/2 flushes the
-    /// HEADERS frame while the statement runs), one sent with it shares the
-    /// write, which for a small result is the whole response. A statement
-    /// slower than `within` gets its head then, as before.
-    pub async fn first_ready(&mut self, within: Duration) {
-        if self.first.is_none()
-            && let Some(first) = self.produced_within(Some(within)).await
-        {
-            self.first = Some(first);
-        }
-    }
-
     /// The next chunk to write; `None` at the end of the body.
     pub async fn next(&mut self) -> Option<Bytes> {
-        if let Some(first) = self.first.take() {
-            return first;
-        }
-        let every = self.keepalive.as_ref().map(|(every, _)| *every);
-        match self.produced_within(every).await {
-            Some(next) => next,
-            None => self.keepalive.as_ref().map(|(_, chunk)| chunk.clone()),
-        }
-    }
-
-    /// The next chunk, or the end of the body (`Some(None)`), driving the
-    /// producer; `None` if neither came within `within`. Cancel safe: the
-    /// producer stays in `self`, a chunk not yet received in the channel.
-    async fn produced_within(&mut self, within: Option<Duration>) -> Option<Option<Bytes>> {
-        let Self { rx, producer, .. } = self;
+        let Self {
+            rx,
+            keepalive,
+            producer,
+        } = self;
         let recv = async {
-            match within {
-                // A ready chunk never arms the timer.
-                Some(within) => tokio::time::timeout(within, rx.recv()).await.ok(),
-                None => Some(rx.recv().await),
+            let Some((every, chunk)) = keepalive else {
+                return rx.recv().await;
+            };
+            // A ready chunk never arms the timer.
+            match tokio::time::timeout(*every, rx.recv()).await {
+                Ok(next) => next,
+                Err(_) => Some(chunk.clone()),
             }
         };
         // The producer first, so what it can make now is read at once.
@@ -279,7 +254,7 @@ impl Chunks {
                 *producer = None;
             }
             // Never the body's end: that is the channel's to tell.
-            std::task::Poll::<Option<Option<Bytes>>>::Pending
+            std::task::Poll::<Option<Bytes>>::Pending
         });
         tokio::select! {
             biased;
@@ -292,58 +267,4 @@ impl Chunks {
 /// What serves requests behind both transports.
 pub trait Handler: Send + Sync + 'static {
     fn handle(&self, request: Request) -> Pin<Box<dyn Future<Output = Response> + Send>>;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use tokio::sync::oneshot;
-
-    /// A body whose producer sends `chunk` once `go` fires, then ends.
-    fn body(go: oneshot::Receiver<()>, chunk: &'static [u8]) -> Chunks {
-        let (tx, rx) = mpsc::channel(2);
-        let producer = run_to_end::RunToEnd::new(async move {
-            let _ = go.await;
-            let _ = tx.send(Bytes::from_static(chunk)).await;
-        });
-        Chunks::new(rx).with_producer(producer)
-    }
-
-    /// A chunk made at once is taken before the head leaves, and is still
-    /// the body's first; the end follows.
-    #[tokio::test]
-    async fn the_first_chunk_is_taken_before_the_head() {
-        let (go, ready) = oneshot::channel();
-        go.send(()).unwrap();
-        let mut chunks = body(ready, b"rows");
-        chunks.first_ready(Duration::from_secs(3600)).await;
-        assert_eq!(chunks.first, Some(Some(Bytes::from_static(b"rows"))));
-        assert_eq!(chunks.next().await.as_deref(), Some(&b"rows"[..]));
-        assert_eq!(chunks.next().await, None);
-    }
-
-    /// A producer slower than the wait: the head leaves without a chunk,
-    /// and nothing is lost or repeated.
-    #[tokio::test]
-    async fn a_slow_first_chunk_is_not_waited_for_or_lost() {
-        let (go, ready) = oneshot::channel();
-        let mut chunks = body(ready, b"late");
-        chunks.first_ready(Duration::from_millis(1)).await;
-        assert_eq!(chunks.first, None);
-        go.send(()).unwrap();
-        assert_eq!(chunks.next().await.as_deref(), Some(&b"late"[..]));
-        assert_eq!(chunks.next().await, None);
-    }
-
-    /// A silent producer still gets its keepalive chunks written.
-    #[tokio::test]
-    async fn silence_writes_the_keepalive() {
-        let (go, ready) = oneshot::channel();
-        let mut chunks =
-            body(ready, b"late").with_keepalive(Duration::from_millis(1), Bytes::from_static(b"."));
-        assert_eq!(chunks.next().await.as_deref(), Some(&b"."[..]));
-        go.send(()).unwrap();
-        assert_eq!(chunks.next().await.as_deref(), Some(&b"late"[..]));
-        assert_eq!(chunks.next().await, None);
-    }
 }
