@@ -14,8 +14,8 @@ use bytes::{Bytes, BytesMut};
 use zstd::zstd_safe::zstd_sys::ZSTD_EndDirective as EndDirective;
 use zstd::zstd_safe::{self, CCtx, CParameter, DCtx, InBuffer, OutBuffer};
 
-use super::compression::{Encoding, ZSTD_LEVEL};
-use super::error::{ApiError, Code};
+use super::compression::{Encoding, ZSTD_LEVEL, corrupt, too_large};
+use super::error::ApiError;
 
 /// Input compressed per piece. At level 1 (~4 ms/MB on our machines) a
 /// piece takes ~0.5 ms, far less than its output takes on a WAN link, and
@@ -224,23 +224,10 @@ impl BodyDecoder {
     }
 }
 
-fn too_large(limit: usize) -> ApiError {
-    ApiError::new(
-        Code::ResourceExhausted,
-        format!("message larger than {limit} bytes after decompression"),
-    )
-}
-
-fn corrupt(encoding: Encoding, detail: &str) -> ApiError {
-    ApiError::new(
-        Code::InvalidArgument,
-        format!("invalid {} body: {detail}", encoding.as_str()),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::error::Code;
 
     /// Random and repetitive runs, every byte value.
     fn sample(len: usize) -> Vec<u8> {
