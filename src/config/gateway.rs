@@ -306,7 +306,7 @@ impl Default for BackendConfig {
             tls_server_name: None,
             tls_client_cert: None,
             tls_client_key: None,
-            relay_extended_metadata: false,
+            relay_extended_metadata: true,
         }
     }
 }

@@ -118,15 +118,50 @@ impl Answers {
     }
 
     /// A physical packet from the client (`payload` without its header).
+    #[cfg(test)]
     pub fn client_packet(&mut self, seq: u8, payload: &[u8]) {
-        let continuation =
-            std::mem::replace(&mut self.client_continues, payload.len() == MAX_PAYLOAD);
+        self.client_head(seq, payload.len(), payload.first().copied());
+    }
+
+    /// A physical packet from the client, by its header and first byte
+    /// (`None` when empty): all a command's answer depends on, so the
+    /// relay passes client packets on without holding them.
+    pub fn client_head(&mut self, seq: u8, len: usize, first: Option<u8>) {
+        let continuation = std::mem::replace(&mut self.client_continues, len == MAX_PAYLOAD);
         if seq != 0 || continuation {
             return;
         }
-        if let Some(expect) = payload.first().copied().and_then(expectation) {
+        if let Some(expect) = first.and_then(expectation) {
             self.pending.push_back(expect);
         }
+    }
+
+    /// Whether a server packet of `len` bytes (≥ 1) starting with `first`
+    /// is a row, or the rest of one: relayed unchanged, and nothing after
+    /// its first byte matters, so it may pass before it has all arrived
+    /// ([`Self::server_row`]). Any other packet is read whole.
+    pub fn is_row(&self, len: usize, first: u8) -> bool {
+        let starts_row = len > 0 && first != 0xff && !(first == 0xfe && len < MAX_PAYLOAD);
+        match self.state {
+            State::Rows { .. } => self.server_continues || starts_row,
+            // COM_STMT_FETCH's answer starts with a row.
+            State::Idle => {
+                !self.server_continues
+                    && self.pending.front() == Some(&Expect::Rows)
+                    && starts_row
+            }
+            _ => false,
+        }
+    }
+
+    /// A packet [`Self::is_row`] took for a row, followed without its
+    /// content: as [`Self::server_packet`] would have.
+    pub fn server_row(&mut self, len: usize) {
+        if matches!(self.state, State::Idle) {
+            self.pending.pop_front();
+            self.state = State::Rows { binary: true };
+        }
+        self.server_continues = len == MAX_PAYLOAD;
     }
 
     /// A physical packet from the server: `Some` replaces its payload.

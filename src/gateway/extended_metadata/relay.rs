@@ -10,20 +10,26 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixListener, UnixStream};
 use tokio::task::AbortHandle;
 use tracing::{debug, warn};
 
-use super::answers::{Answers, MAX_PAYLOAD, Record};
+use super::answers::{Answers, Lost, MAX_PAYLOAD, Record};
 use super::wire;
 
 /// Result sets kept per connection for the gateway to pair: more than a
 /// statement and the gateway's own reads after it ever leave unpaired.
 const KEPT: usize = 32;
-/// Bytes gathered before they are written on, when more are waiting.
-const BATCH: usize = 256 * 1024;
+/// Bytes a relayed connection reads at a time, each way: all a side holds,
+/// but for a packet it must read whole (a column definition, an OK) that
+/// is longer, held only until it is passed on. Rows, the only long
+/// packets, pass as they arrive, so a result of any size takes no more.
+const READ: usize = 16 * 1024;
+/// The longest packet the relay reads whole: column definitions, OKs,
+/// ERRs and EOFs are far shorter.
+const WHOLE_MAX: usize = 1 << 20;
 
 /// Where the backend is.
 #[derive(Clone, Debug)]
@@ -130,47 +136,87 @@ impl Drop for Relay {
     }
 }
 
-/// Physical packets off a stream, header included.
-struct Packets<R> {
+/// One direction of a relayed connection: what has been read of it and
+/// not yet passed on, in a buffer of [`READ`] bytes that grows only while
+/// a packet the relay reads whole is longer, and shrinks back after it.
+struct Side<R> {
     inner: R,
     buf: BytesMut,
+    /// Bytes of a packet being passed on as they arrive, still to come.
+    passing: usize,
+    /// The length of the packet at the front, when it must be read whole
+    /// and has not all arrived.
+    wanted: usize,
+    /// The most `buf` ever held room for (what the tests bound).
+    peak: usize,
 }
 
-impl<R: AsyncRead + Unpin> Packets<R> {
+impl<R: AsyncRead + Unpin> Side<R> {
     fn new(inner: R) -> Self {
         Self {
             inner,
-            buf: BytesMut::with_capacity(64 * 1024),
+            buf: BytesMut::with_capacity(READ),
+            passing: 0,
+            wanted: 0,
+            peak: READ,
         }
     }
 
-    fn take(&mut self) -> Option<BytesMut> {
-        let header = self.buf.get(..4)?;
-        let len =
-            usize::from(header[0]) | usize::from(header[1]) << 8 | usize::from(header[2]) << 16;
-        (self.buf.len() >= 4 + len).then(|| self.buf.split_to(4 + len))
+    /// Reads what comes next; `false` at the end of the stream.
+    /// Cancel-safe: a read either completes into `buf` or does not start.
+    async fn fill(&mut self) -> io::Result<bool> {
+        let room = self.wanted.max(self.buf.len() + 1).max(READ);
+        if self.buf.capacity() < room {
+            self.buf.reserve(room - self.buf.len());
+        }
+        self.peak = self.peak.max(self.buf.capacity());
+        Ok(self.inner.read_buf(&mut self.buf).await? > 0)
     }
 
-    fn has_packet(&self) -> bool {
-        self.buf.get(..4).is_some_and(|h| {
-            let len = usize::from(h[0]) | usize::from(h[1]) << 8 | usize::from(h[2]) << 16;
-            self.buf.len() >= 4 + len
-        })
+    /// Gives back the room a long packet took once it has been passed on.
+    fn shrink(&mut self) {
+        if self.buf.capacity() > READ && self.buf.len() <= READ {
+            let mut small = BytesMut::with_capacity(READ);
+            small.extend_from_slice(&self.buf);
+            self.buf = small;
+        }
     }
 
-    /// The next packet; `None` at the end of the stream. Cancel-safe:
-    /// what was read stays in the buffer.
-    async fn next(&mut self) -> io::Result<Option<BytesMut>> {
+    /// The next whole packet, header included (the handshake's, which
+    /// are short); `None` at the end of the stream.
+    async fn packet(&mut self) -> io::Result<Option<Vec<u8>>> {
         loop {
-            if let Some(packet) = self.take() {
-                return Ok(Some(packet));
+            if let Some(header) = self.buf.get(..4) {
+                let total = 4 + payload_len(header);
+                if self.buf.len() >= total {
+                    let packet = self.buf[..total].to_vec();
+                    self.buf.advance(total);
+                    self.wanted = 0;
+                    return Ok(Some(packet));
+                }
+                self.wanted = too_long(total)?;
             }
-            self.buf.reserve(64 * 1024);
-            if self.inner.read_buf(&mut self.buf).await? == 0 {
+            if !self.fill().await? {
                 return Ok(None);
             }
         }
     }
+}
+
+/// The payload length a packet header gives.
+fn payload_len(header: &[u8]) -> usize {
+    usize::from(header[0]) | usize::from(header[1]) << 8 | usize::from(header[2]) << 16
+}
+
+/// `total`, unless it is longer than any packet the relay reads whole.
+fn too_long(total: usize) -> io::Result<usize> {
+    if total > WHOLE_MAX {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "a packet too long to be anything but a row",
+        ));
+    }
+    Ok(total)
 }
 
 fn closed() -> io::Error {
@@ -181,13 +227,13 @@ async fn relay(client: UnixStream, backend: &Backend, connections: &Connections)
     let server = backend.connect().await?;
     let (client_read, mut client_write) = client.into_split();
     let (server_read, mut server_write) = tokio::io::split(server);
-    let mut from_client = Packets::new(client_read);
-    let mut from_server = Packets::new(server_read);
+    let mut from_client = Side::new(client_read);
+    let mut from_server = Side::new(server_read);
 
-    let greeting = from_server.next().await?.ok_or_else(closed)?;
+    let greeting = from_server.packet().await?.ok_or_else(closed)?;
     client_write.write_all(&greeting).await?;
     let hello = wire::greeting(&greeting[4..]);
-    let mut response = from_client.next().await?.ok_or_else(closed)?;
+    let mut response = from_client.packet().await?.ok_or_else(closed)?;
     let framing = match hello {
         Some(hello) if hello.offers_extended && response.len() - 4 < MAX_PAYLOAD => {
             wire::ask_extended(&mut response[4..])
@@ -200,6 +246,7 @@ async fn relay(client: UnixStream, backend: &Backend, connections: &Connections)
         // relay cannot read (TLS): passed through as it is.
         client_write.write_all(&from_server.buf).await?;
         server_write.write_all(&from_client.buf).await?;
+        drop((from_server.buf, from_client.buf));
         let up = tokio::io::copy(&mut from_client.inner, &mut server_write);
         let down = tokio::io::copy(&mut from_server.inner, &mut client_write);
         tokio::select! {
@@ -227,48 +274,38 @@ async fn relay(client: UnixStream, backend: &Backend, connections: &Connections)
     ended
 }
 
-/// Relays the rest of the connection, rewriting column definitions.
+/// Relays the rest of the connection, rewriting column definitions. Each
+/// read is passed on before the next: a side holds at most [`READ`]
+/// bytes, or one packet it must read whole.
 async fn follow(
     framing: wire::Framing,
     slot: &Slot,
-    from_client: &mut Packets<impl AsyncRead + Unpin>,
-    from_server: &mut Packets<impl AsyncRead + Unpin>,
+    from_client: &mut Side<impl AsyncRead + Unpin>,
+    from_server: &mut Side<impl AsyncRead + Unpin>,
     client_write: &mut (impl AsyncWrite + Unpin),
     server_write: &mut (impl AsyncWrite + Unpin),
 ) -> io::Result<()> {
     let mut answers = Answers::new(framing);
-    let mut to_client = Vec::with_capacity(BATCH);
-    let mut to_server = Vec::new();
     let mut done = Vec::new();
     loop {
         tokio::select! {
-            packet = from_client.next() => {
-                let Some(packet) = packet? else { return Ok(()) };
-                answers.client_packet(packet[3], &packet[4..]);
-                to_server.extend_from_slice(&packet);
-                if !from_client.has_packet() || to_server.len() >= BATCH {
-                    server_write.write_all(&to_server).await?;
-                    to_server.clear();
-                }
-            }
-            packet = from_server.next() => {
-                let Some(packet) = packet? else {
-                    client_write.write_all(&to_client).await?;
+            more = from_client.fill() => {
+                if !more? {
                     return Ok(());
-                };
-                match answers.server_packet(&packet[4..], &mut done) {
-                    Ok(None) => to_client.extend_from_slice(&packet),
-                    Ok(Some(payload)) => {
-                        let len = u32::try_from(payload.len()).expect("shorter than the packet");
-                        to_client.extend_from_slice(&len.to_le_bytes()[..3]);
-                        to_client.push(packet[3]);
-                        to_client.extend_from_slice(&payload);
-                    }
-                    Err(lost) => {
-                        warn!(at = lost.0, "backend relay lost track of the protocol; closing the connection");
-                        return Err(io::Error::new(io::ErrorKind::InvalidData, lost.0));
-                    }
                 }
+                let used = client_bytes(from_client, &mut answers);
+                server_write.write_all(&from_client.buf[..used]).await?;
+                from_client.buf.advance(used);
+                from_client.shrink();
+            }
+            more = from_server.fill() => {
+                if !more? {
+                    return Ok(());
+                }
+                let (out, used) = server_bytes(from_server, &mut answers, &mut done).map_err(|lost| {
+                    warn!(at = lost.0, "backend relay lost track of the protocol; closing the connection");
+                    io::Error::new(io::ErrorKind::InvalidData, lost.0)
+                })?;
                 if !done.is_empty() {
                     let mut kept = slot.lock().expect("not poisoned");
                     for record in done.drain(..) {
@@ -278,11 +315,100 @@ async fn follow(
                         kept.push_back(record);
                     }
                 }
-                if !from_server.has_packet() || to_client.len() >= BATCH {
-                    client_write.write_all(&to_client).await?;
-                    to_client.clear();
-                }
+                client_write.write_all(&from_server.buf[..out]).await?;
+                from_server.buf.advance(used);
+                from_server.shrink();
             }
+        }
+    }
+}
+
+/// Follows what the client sent, all of which is passed on as it is:
+/// a command's answer depends on its packet's header and first byte only.
+/// Returns how many bytes, from the front, may go.
+fn client_bytes<R>(side: &mut Side<R>, answers: &mut Answers) -> usize {
+    let buf = &side.buf[..];
+    let mut at = 0;
+    loop {
+        if side.passing > 0 {
+            let n = side.passing.min(buf.len() - at);
+            at += n;
+            side.passing -= n;
+            if side.passing > 0 {
+                return at;
+            }
+        }
+        let Some(header) = buf.get(at..at + 4) else {
+            return at;
+        };
+        let len = payload_len(header);
+        let first = match buf.get(at + 4) {
+            Some(&first) => Some(first),
+            None if len == 0 => None,
+            None => return at,
+        };
+        answers.client_head(header[3], len, first);
+        side.passing = 4 + len;
+    }
+}
+
+/// Follows what the server sent: rows pass as they arrive (a long one in
+/// pieces), other packets are read whole, and column definitions lose
+/// their extended type info in place (each gets shorter). Returns how many
+/// bytes from the front go to the client (`out`) and how many were
+/// consumed (`used` ≥ `out`).
+fn server_bytes<R>(
+    side: &mut Side<R>,
+    answers: &mut Answers,
+    done: &mut Vec<Record>,
+) -> Result<(usize, usize), Lost> {
+    let buf = &mut side.buf[..];
+    let (mut out, mut at) = (0, 0);
+    side.wanted = 0;
+    loop {
+        if side.passing > 0 {
+            let n = side.passing.min(buf.len() - at);
+            buf.copy_within(at..at + n, out);
+            (out, at) = (out + n, at + n);
+            side.passing -= n;
+            if side.passing > 0 {
+                return Ok((out, at));
+            }
+        }
+        let Some(header) = buf.get(at..at + 4) else {
+            return Ok((out, at));
+        };
+        let (len, seq) = (payload_len(header), header[3]);
+        let total = 4 + len;
+        if buf.len() - at >= total {
+            match answers.server_packet(&buf[at + 4..at + total], done)? {
+                None => {
+                    buf.copy_within(at..at + total, out);
+                    out += total;
+                }
+                // Shorter than the packet, so written where it was.
+                Some(plain) if plain.len() < len => {
+                    let plain_len = u32::try_from(plain.len()).unwrap_or(0);
+                    buf[out..out + 3].copy_from_slice(&plain_len.to_le_bytes()[..3]);
+                    buf[out + 3] = seq;
+                    buf[out + 4..out + 4 + plain.len()].copy_from_slice(&plain);
+                    out += 4 + plain.len();
+                }
+                Some(_) => return Err(Lost("a column definition that did not get shorter")),
+            }
+            at += total;
+        } else if buf
+            .get(at + 4)
+            .is_some_and(|&first| answers.is_row(len, first))
+        {
+            answers.server_row(len);
+            side.passing = total;
+        } else {
+            if total > WHOLE_MAX {
+                return Err(Lost("a packet too long to be anything but a row"));
+            }
+            side.wanted = total;
+            return Ok((out, at));
         }
     }
 }
