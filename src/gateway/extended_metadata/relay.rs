@@ -412,3 +412,157 @@ fn server_bytes<R>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, duplex};
+
+    use super::*;
+
+    fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {
+        let mut p = u32::try_from(payload.len()).unwrap().to_le_bytes()[..3].to_vec();
+        p.push(seq);
+        p.extend_from_slice(payload);
+        p
+    }
+
+    /// A column definition of `j`, with `info` as its extended type info
+    /// (`None`: without the field, as the driver gets it).
+    fn definition(info: Option<&[u8]>) -> Vec<u8> {
+        let mut d = Vec::new();
+        for name in [&b"def"[..], b"test", b"t", b"t", b"j", b"j"] {
+            d.push(name.len() as u8);
+            d.extend_from_slice(name);
+        }
+        if let Some(info) = info {
+            d.push(info.len() as u8);
+            d.extend_from_slice(info);
+        }
+        d.extend_from_slice(&[0x0c, 0xe0, 0, 0xff, 0xff, 0xff, 0xff, 0xfc, 0x90, 0, 0, 0, 0]);
+        d
+    }
+
+    /// A statement and a row of several MiB each cross the relay, which
+    /// never holds more than a few reads of them: the row passes as it
+    /// arrives, and the definition before it loses its info.
+    #[tokio::test]
+    async fn long_packets_pass_through_a_small_buffer() {
+        const LONG: usize = 5 << 20;
+        let (driver, relay_client) = duplex(64 * 1024);
+        let (server, relay_server) = duplex(64 * 1024);
+        let (client_read, mut client_write) = tokio::io::split(relay_client);
+        let (server_read, mut server_write) = tokio::io::split(relay_server);
+        let (mut from_client, mut from_server) = (Side::new(client_read), Side::new(server_read));
+        let slot = Slot::default();
+        let framing = wire::Framing {
+            deprecate_eof: true,
+            cache_metadata: false,
+        };
+
+        let mut statement = b"\x03SELECT '".to_vec();
+        statement.resize(LONG, b'x');
+        let mut row = vec![0xfd];
+        row.extend_from_slice(&u32::try_from(LONG).unwrap().to_le_bytes()[..3]);
+        row.resize(4 + LONG, b'y');
+        let ok = [0xfe, 0, 0, 2, 0, 0, 0];
+        let answer = |def: Vec<u8>| {
+            [
+                packet(1, &[1]),
+                packet(2, &def),
+                packet(3, &row),
+                packet(4, &ok),
+            ]
+            .concat()
+        };
+        let (sent, expected) = (
+            answer(definition(Some(b"\x01\x04json"))),
+            answer(definition(None)),
+        );
+
+        let script = async move {
+            let (mut driver_read, mut driver_write) = tokio::io::split(driver);
+            let (mut server_read, mut server_write) = tokio::io::split(server);
+            let login_ok = packet(2, &[0, 0, 0, 2, 0, 0, 0]);
+            server_write.write_all(&login_ok).await.unwrap();
+            let mut got = vec![0; login_ok.len()];
+            driver_read.read_exact(&mut got).await.unwrap();
+            assert_eq!(got, login_ok);
+
+            let command = packet(0, &statement);
+            let (_, arrived) = tokio::join!(driver_write.write_all(&command), async {
+                let mut arrived = vec![0; command.len()];
+                server_read.read_exact(&mut arrived).await.unwrap();
+                arrived
+            });
+            assert!(arrived == command, "the statement changed on the way");
+
+            let (_, received) = tokio::join!(server_write.write_all(&sent), async {
+                let mut received = vec![0; expected.len()];
+                driver_read.read_exact(&mut received).await.unwrap();
+                received
+            });
+            assert!(received == expected, "the answer is not the one expected");
+            // The driver hangs up: the relay ends.
+        };
+        let (ended, ()) = tokio::join!(
+            follow(
+                framing,
+                &slot,
+                &mut from_client,
+                &mut from_server,
+                &mut client_write,
+                &mut server_write,
+            ),
+            script
+        );
+        ended.unwrap();
+        let kept = slot.lock().unwrap();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].infos, vec![b"\x01\x04json".to_vec()]);
+        for side in [from_client.peak, from_server.peak] {
+            assert!(side <= 2 * READ, "a side held {side} bytes");
+        }
+        assert_eq!(from_client.buf.capacity(), READ);
+        assert!(from_server.buf.capacity() <= READ);
+    }
+
+    /// A definition longer than the buffer is read whole, and the room
+    /// it took is given back once it has been passed on.
+    #[tokio::test]
+    async fn a_long_packet_read_whole_gives_its_room_back() {
+        let (mut server, relay_server) = duplex(64 * 1024);
+        let (server_read, _) = tokio::io::split(relay_server);
+        let mut side = Side::new(server_read);
+        let mut answers = Answers::new(wire::Framing {
+            deprecate_eof: true,
+            cache_metadata: false,
+        });
+        let mut done = Vec::new();
+        answers.client_head(0, 9, Some(0x03));
+        let mut long_name = definition(Some(b""));
+        // A 40 KiB org_name: still one definition.
+        long_name.splice(
+            15..17,
+            [&[0xfc, 0x00, 0xa0][..], &vec![b'n'; 40 * 1024]].concat(),
+        );
+        let bytes = [
+            packet(2, &[0, 0, 0, 2, 0, 0, 0]),
+            packet(1, &[1]),
+            packet(2, &long_name),
+        ]
+        .concat();
+        server.write_all(&bytes).await.unwrap();
+        drop(server);
+        let mut passed = 0;
+        while side.fill().await.unwrap() {
+            let (out, used) = server_bytes(&mut side, &mut answers, &mut done).unwrap();
+            passed += out;
+            side.buf.advance(used);
+            side.shrink();
+        }
+        assert_eq!(done.len(), 1, "the definition was read");
+        assert_eq!(passed, bytes.len() - 1, "only the empty info went");
+        assert!(side.peak > 40 * 1024);
+        assert_eq!(side.buf.capacity(), READ);
+    }
+}
