@@ -147,6 +147,10 @@ struct Side<R> {
     /// The length of the packet at the front, when it must be read whole
     /// and has not all arrived.
     wanted: usize,
+    /// Whether `buf` has more room than [`READ`]: its capacity counts
+    /// from what was consumed last, and a buffer emptied by `advance`
+    /// would take its whole allocation back at the next `reserve`.
+    grown: bool,
     /// The most `buf` ever held room for (what the tests bound).
     peak: usize,
 }
@@ -158,6 +162,7 @@ impl<R: AsyncRead + Unpin> Side<R> {
             buf: BytesMut::with_capacity(READ),
             passing: 0,
             wanted: 0,
+            grown: false,
             peak: READ,
         }
     }
@@ -168,6 +173,7 @@ impl<R: AsyncRead + Unpin> Side<R> {
         let room = self.wanted.max(self.buf.len() + 1).max(READ);
         if self.buf.capacity() < room {
             self.buf.reserve(room - self.buf.len());
+            self.grown |= self.buf.capacity() > READ;
         }
         self.peak = self.peak.max(self.buf.capacity());
         Ok(self.inner.read_buf(&mut self.buf).await? > 0)
@@ -175,10 +181,11 @@ impl<R: AsyncRead + Unpin> Side<R> {
 
     /// Gives back the room a long packet took once it has been passed on.
     fn shrink(&mut self) {
-        if self.buf.capacity() > READ && self.buf.len() <= READ {
+        if self.grown && self.buf.len() <= READ {
             let mut small = BytesMut::with_capacity(READ);
             small.extend_from_slice(&self.buf);
             self.buf = small;
+            self.grown = false;
         }
     }
 
