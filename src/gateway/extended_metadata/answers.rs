@@ -146,9 +146,7 @@ impl Answers {
             State::Rows { .. } => self.server_continues || starts_row,
             // COM_STMT_FETCH's answer starts with a row.
             State::Idle => {
-                !self.server_continues
-                    && self.pending.front() == Some(&Expect::Rows)
-                    && starts_row
+                !self.server_continues && self.pending.front() == Some(&Expect::Rows) && starts_row
             }
             _ => false,
         }

@@ -445,7 +445,9 @@ mod tests {
             d.push(info.len() as u8);
             d.extend_from_slice(info);
         }
-        d.extend_from_slice(&[0x0c, 0xe0, 0, 0xff, 0xff, 0xff, 0xff, 0xfc, 0x90, 0, 0, 0, 0]);
+        d.extend_from_slice(&[
+            0x0c, 0xe0, 0, 0xff, 0xff, 0xff, 0xff, 0xfc, 0x90, 0, 0, 0, 0,
+        ]);
         d
     }
 
