@@ -574,4 +574,75 @@ mod tests {
         assert!(side.peak > 40 * 1024);
         assert_eq!(side.buf.capacity(), READ);
     }
+
+    /// `bytes` from the server through `server_bytes` in pieces of the
+    /// given sizes: what went to the client (`Err`: the relay lost track).
+    fn in_pieces(
+        bytes: &[u8],
+        sizes: impl Iterator<Item = usize>,
+        answers: &mut Answers,
+    ) -> Result<Vec<u8>, Lost> {
+        let mut side = Side::new(tokio::io::empty());
+        let (mut passed, mut done, mut rest) = (Vec::new(), Vec::new(), bytes);
+        for size in sizes {
+            if rest.is_empty() {
+                break;
+            }
+            let (piece, after) = rest.split_at(size.clamp(1, rest.len()));
+            rest = after;
+            side.buf.extend_from_slice(piece);
+            let (out, used) = server_bytes(&mut side, answers, &mut done)?;
+            passed.extend_from_slice(&side.buf[..out]);
+            side.buf.advance(used);
+            side.shrink();
+        }
+        Ok(passed)
+    }
+
+    /// However the server's bytes arrive, what goes on is what whole
+    /// packets give (`Answers::server_packet`, which its own tests check):
+    /// rows passed in pieces, definitions rewritten in place.
+    #[test]
+    fn pieces_of_any_size_pass_as_whole_packets_do() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(12);
+        let framing = wire::Framing {
+            deprecate_eof: true,
+            cache_metadata: false,
+        };
+        let mut packets = vec![packet(2, &[0, 0, 0, 2, 0, 0, 0]), packet(1, &[2])];
+        packets.push(packet(2, &definition(Some(b"\x01\x04json"))));
+        packets.push(packet(3, &definition(Some(b""))));
+        for (seq, len) in [(4u8, 3usize), (5, 40_000), (6, 0xfe), (7, 17_000), (8, 5)] {
+            let mut row = vec![0xfc];
+            row.extend_from_slice(&u16::try_from(len.min(0xffff)).unwrap().to_le_bytes());
+            row.resize(3 + len, b'r');
+            packets.push(packet(seq, &row));
+        }
+        packets.push(packet(9, &[0xfe, 0, 0, 2, 0, 0, 0]));
+        let bytes = packets.concat();
+        let start = |answers: &mut Answers| answers.client_head(0, 9, Some(0x03));
+        let mut whole = Answers::new(framing);
+        start(&mut whole);
+        let expected = in_pieces(&bytes, std::iter::once(bytes.len()), &mut whole).unwrap();
+        assert!(expected.len() < bytes.len(), "the info was cut out");
+        for _ in 0..200 {
+            let mut answers = Answers::new(framing);
+            start(&mut answers);
+            let most = [7, 300, 20_000][rng.random_range(0..3)];
+            let sizes = std::iter::repeat_with(|| rng.random_range(1..=most));
+            let got = in_pieces(&bytes, sizes, &mut answers).unwrap();
+            assert!(got == expected, "pieces of at most {most}");
+        }
+        // Garbage in any pieces: an error or bytes, never a panic.
+        for _ in 0..200 {
+            let noise: Vec<u8> = (0..rng.random_range(0..3000))
+                .map(|_| rng.random())
+                .collect();
+            let mut answers = Answers::new(framing);
+            start(&mut answers);
+            let sizes = std::iter::repeat_with(|| rng.random_range(1..=64));
+            let _ = in_pieces(&noise, sizes, &mut answers);
+        }
+    }
 }
