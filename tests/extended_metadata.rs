@@ -355,13 +355,15 @@ async fn relayed_connections_hold_little_and_give_it_back() {
     // Before the relay was bounded (a 256 KiB batch, and each packet held
     // whole): 379–641 KiB more per connection open, and 16–30 MiB more
     // kept once closed; now 15–30 KiB and 1–2.5 MiB (the allocator's).
+    // The bounds sit halfway, in a ratio: two processes' allocators on a
+    // loaded machine vary by more than the bounded relay's figures.
     let (relayed, plain) = (&figures[0], &figures[1]);
     for (r, p) in relayed.iter().zip(plain) {
         let extra = per_connection(r) - per_connection(p);
-        assert!(extra < 64.0, "{extra:.0} KiB more per relayed connection");
+        assert!(extra < 160.0, "{extra:.0} KiB more per relayed connection");
         let kept = mib(r.closed) - mib(p.closed);
         assert!(
-            kept < OPENED as f64 * 96.0 / 1024.0,
+            kept < OPENED as f64 * 200.0 / 1024.0,
             "{kept:.1} MiB more kept once the relayed connections closed"
         );
     }
