@@ -23,15 +23,6 @@ const STREAM_WINDOW: u32 = 16 << 20;
 const CLIENT_STREAM_WINDOW: u32 = 8 << 20;
 /// Connection-wide receive and send windows.
 const CONNECTION_WINDOW: u32 = 64 << 20;
-/// Ack-eliciting packets the peer may receive before it must acknowledge
-/// (QUIC ACK Frequency extension, which quinn speaks on both ends): 9, so
-/// one ACK per ten packets instead of one per two. Every ACK that reaches
-/// a sender is a wake-up of its endpoint and connection tasks: a 50 KB
-/// result (36 datagrams) drew 18 of them, which TCP handles in the kernel
-/// (2026-11-24 run: 12.5 gateway context switches per medium SELECT over
-/// HTTP/3, 3.3 over HTTP/2). Loss is still found as quickly: a gap in the
-/// packet numbers is acknowledged at once (reordering threshold 2).
-const ACK_ELICITING_THRESHOLD: u32 = 9;
 /// Socket buffers; the kernel's 208 KiB default drops packets under load.
 const UDP_BUFFER: usize = 4 << 20;
 
@@ -185,9 +176,6 @@ fn base(congestion: Congestion) -> TransportConfig {
         .stream_receive_window(VarInt::from_u32(STREAM_WINDOW))
         .receive_window(VarInt::from_u32(CONNECTION_WINDOW))
         .send_window(u64::from(CONNECTION_WINDOW));
-    let mut acks = quinn::AckFrequencyConfig::default();
-    acks.ack_eliciting_threshold(VarInt::from_u32(ACK_ELICITING_THRESHOLD));
-    t.ack_frequency_config(Some(acks));
     match congestion {
         Congestion::Bbr => {
             t.congestion_controller_factory(Arc::new(BoundedBbrConfig::default()));
