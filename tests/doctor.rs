@@ -104,6 +104,37 @@ async fn doctor_names_what_is_wrong() {
         "shows the certificate's names"
     );
 
+    // A local account with a gateway credential of its own is checked
+    // under it: one that works, one whose password the gateway refuses.
+    let own = |password: &str| {
+        format!(
+            "[[sidecar.auth.users]]\nusername = \"report\"\npassword = {{ value = \"local\" }}\n\
+             upstream_username = \"other\"\nupstream_password = {{ value = \"{password}\" }}\n"
+        )
+    };
+    let right = doctor(
+        None,
+        dir.path(),
+        &url,
+        &stack.cert,
+        PASSWORD,
+        &own("other-secret"),
+    )
+    .await;
+    assert_eq!(right.code, 0);
+    assert!(line(&right, "accounts").starts_with("ok "));
+    let wrong = doctor(None, dir.path(), &url, &stack.cert, PASSWORD, &own("nope")).await;
+    assert_eq!(wrong.code, 1, "an account that cannot work fails the check");
+    let accounts = line(&wrong, "accounts");
+    assert!(
+        accounts.starts_with("FAIL") && accounts.contains("\"report\" (as \"other\")"),
+        "{accounts}"
+    );
+    assert!(
+        line(&wrong, "auth+h3").starts_with("ok "),
+        "the sidecar's own works"
+    );
+
     // A wrong password: the handshakes work, authentication does not.
     let bad = doctor(None, dir.path(), &url, &stack.cert, "not-the-password", "").await;
     assert_eq!(bad.code, 1);

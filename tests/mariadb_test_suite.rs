@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
 
+use myquic::config::LocalUser;
 use myquic::gateway::Credential;
 use myquic::sidecar::Sidecar;
 
@@ -44,6 +45,16 @@ const KNOWN_FAILURES: &str = include_str!("mariadb-test/sidecar-only-failures.tx
 /// `CURRENT_USER()` and privileges are what the cases expect.
 const API_USER: &str = "mtr";
 const API_PASSWORD: &str = "mtr-api-secret";
+
+/// The accounts the selected cases log in as, each through the sidecar
+/// as its own local account with its own gateway credential and backend
+/// account of the same name, as the case expects of a server: (local and
+/// backend user, its password, the API user). `root` is mysql-test-run.pl's
+/// own; `conn` is default_session's (`connect (conn,localhost,conn,,…)`),
+/// which the server matches to the anonymous `''@localhost` the case
+/// creates — after the gateway has started, so its credential reaches the
+/// backend only when the case logs in.
+const ACCOUNTS: &[(&str, &str, &str)] = &[("root", "", API_USER), ("conn", "", "mtr-conn")];
 
 /// The server options of mysql-test-run.pl's own servers
 /// (`include/default_mysqld.cnf`) that change what statements answer.
@@ -103,14 +114,24 @@ fn lines(text: &str) -> impl Iterator<Item = &str> {
         .filter(|l| !l.is_empty())
 }
 
+/// A case's full name: `main.` unless it names its suite
+/// (`type_inet.type_inet6`).
+fn qualified(case: &str) -> String {
+    if case.contains('.') {
+        case.to_string()
+    } else {
+        format!("main.{case}")
+    }
+}
+
 /// The selection, or (to iterate on a few cases) the ones of it named in
-/// `MYQUIC_MTR_CASES` (comma-separated, without `main.`).
+/// `MYQUIC_MTR_CASES` (comma-separated, `main.` left out).
 fn selection() -> Vec<String> {
     let only: Option<BTreeSet<String>> = std::env::var("MYQUIC_MTR_CASES")
         .ok()
-        .map(|v| v.split(',').map(|c| format!("main.{}", c.trim())).collect());
+        .map(|v| v.split(',').map(|c| qualified(c.trim())).collect());
     let cases: Vec<String> = lines(SELECTION)
-        .map(|l| format!("main.{l}"))
+        .map(qualified)
         .filter(|c| only.as_ref().is_none_or(|only| only.contains(c)))
         .collect();
     let unique: BTreeSet<&String> = cases.iter().collect();
@@ -141,7 +162,7 @@ fn known_failures() -> BTreeMap<Protocol, BTreeSet<String>> {
             known
                 .entry(Protocol::parse(p))
                 .or_default()
-                .insert(format!("main.{case}"));
+                .insert(qualified(case));
         }
     }
     known
@@ -264,13 +285,20 @@ struct Outcome {
     log: String,
 }
 
+/// Whether a mysql-test-run.pl log line is a case's result line.
+fn is_case_line(line: &str) -> bool {
+    line.split_whitespace()
+        .next()
+        .is_some_and(|w| w.contains('.') && line.contains(" [ "))
+}
+
 /// The report of case `case` in a mysql-test-run.pl log: its result line
 /// and what follows up to the next case.
 fn report_of(log: &str, case: &str) -> String {
     let mut out = String::new();
     let mut inside = false;
     for line in log.lines() {
-        if line.starts_with("main.") {
+        if is_case_line(line) {
             inside = line.split_whitespace().next() == Some(case);
         }
         if inside {
@@ -323,7 +351,7 @@ impl Run<'_> {
         let mut outcome = Outcome::default();
         for line in text.lines() {
             let mut words = line.split_whitespace();
-            let Some(case) = words.next().filter(|w| w.starts_with("main.")) else {
+            let Some(case) = words.next().filter(|w| self.cases.iter().any(|c| c == w)) else {
                 continue;
             };
             let result = line.split('[').nth(1).map(|r| r.split(']').next().unwrap());
@@ -360,9 +388,10 @@ impl Run<'_> {
     }
 }
 
-/// MariaDB set up for mysql-test-run.pl, the gateway with a `root`
-/// credential, the sidecar on a unix socket, and the `mariadb-test`
-/// wrapper that cleans up before each case.
+/// MariaDB set up for mysql-test-run.pl, the gateway with a credential
+/// per account of [`ACCOUNTS`], the sidecar on a unix socket with those
+/// accounts, and the `mariadb-test` wrapper that cleans up before each
+/// case.
 struct Chain {
     backend_socket: PathBuf,
     sidecar_socket: PathBuf,
@@ -377,15 +406,20 @@ impl Chain {
         let db = mtr_server().await;
         let backend_socket = db.socket.clone();
         let stack = Stack::start_on(db, |config| {
-            config.credentials.push(Credential {
-                username: API_USER.into(),
-                password: secret(API_PASSWORD),
-                backend_user: Some("root".into()),
-                backend_password: Some(secret("")),
-                // None: a client that names no database has none, as
-                // directly (mysqltest names `test`).
-                database: None,
-            });
+            // MariaDB's extended metadata (`type_json`, `type_inet`,
+            // `type_uuid`): relayed from the backend.
+            config.backend.relay_extended_metadata = true;
+            for &(user, password, api_user) in ACCOUNTS {
+                config.credentials.push(Credential {
+                    username: api_user.into(),
+                    password: secret(&api_password(api_user)),
+                    backend_user: Some(user.into()),
+                    backend_password: Some(secret(password)),
+                    // None: a client that names no database has none, as
+                    // directly (mysqltest names `test`).
+                    database: None,
+                });
+            }
         })
         .await;
         let dir = tempfile::Builder::new()
@@ -393,9 +427,17 @@ impl Chain {
             .tempdir()
             .unwrap();
         let sidecar_socket = dir.path().join("s");
-        // No local users: any name is accepted on the unix socket, as
-        // `root` without a password is on mysql-test-run.pl's servers.
-        let mut config = sidecar_config(&stack, Vec::new());
+        // Only the cases' accounts, as on mysql-test-run.pl's servers.
+        let users = ACCOUNTS
+            .iter()
+            .map(|&(user, password, api_user)| LocalUser {
+                username: user.into(),
+                password: secret(password),
+                upstream_username: Some(api_user.into()),
+                upstream_password: Some(secret(&api_password(api_user))),
+            })
+            .collect();
+        let mut config = sidecar_config(&stack, users);
         config.socket = Some(sidecar_socket.clone());
         config.upstream.username = API_USER.into();
         config.upstream.password = secret(API_PASSWORD);
@@ -432,6 +474,15 @@ impl Chain {
             _stack: stack,
             _dir: dir,
         }
+    }
+}
+
+/// The API password of `api_user` (the credentials live only in this
+/// harness's configurations).
+fn api_password(api_user: &str) -> String {
+    match api_user {
+        API_USER => API_PASSWORD.to_string(),
+        other => format!("{other}-api-secret"),
     }
 }
 

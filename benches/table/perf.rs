@@ -8,7 +8,10 @@
 //!   the cell's operation count, to divide the counts by;
 //! - with `MQ_BENCH_PERF_RECORD=<substrings of cell names, comma-separated>`,
 //!   those cells get `DIR/<cell>__<role>.data` from `perf record
-//!   --call-graph dwarf` (for flame graphs) instead of the counts.
+//!   --call-graph dwarf` (for flame graphs) instead of the counts;
+//! - with `MQ_BENCH_PERF_EVENT=<event>` as well (`probe_libc:malloc`),
+//!   the recording is of every occurrence of that event instead of CPU
+//!   samples: a flame graph of where the allocations are made.
 //!
 //! `perf` slows what it watches (the uprobes most): the figures of a run
 //! with `MQ_BENCH_PERF` are counts, not timings.
@@ -51,9 +54,16 @@ pub fn watch(pid: u32, cell: &str, role: &str) -> Option<Watch> {
         .ok()
         .is_some_and(|w| w.split(',').any(|w| !w.is_empty() && cell.contains(w)));
     let mut children = Vec::new();
+    let event = std::env::var("MQ_BENCH_PERF_EVENT").ok();
+    let sampling: Vec<&str> = match &event {
+        // Every occurrence, with a shorter stack copy: there are many.
+        Some(event) => vec!["-e", event, "--call-graph", "dwarf,16384"],
+        None => vec!["-F", "999", "--call-graph", "dwarf,65528"],
+    };
     let perf = if record_wanted {
         Command::new("perf")
-            .args(["record", "-F", "999", "--call-graph", "dwarf,65528"])
+            .arg("record")
+            .args(&sampling)
             .args(["-p", &pid.to_string(), "-o"])
             .arg(base.with_extension("data"))
             .stdout(Stdio::null())

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 #[derive(Default)]
@@ -140,6 +140,30 @@ impl<T: Default> Family<T> {
                 .join(",");
             f(labels, child);
         }
+    }
+}
+
+/// A family's child found once and kept, for label values a hot path
+/// records on every request: after the first time, no lock and no search
+/// (the family's lock is shared by every request of every connection).
+/// Each `Child` stands for one fixed set of label values.
+pub struct Child<T>(OnceLock<Arc<T>>);
+
+impl<T: Default> Child<T> {
+    pub const fn new() -> Self {
+        Self(OnceLock::new())
+    }
+
+    /// The child of `family` for `values`: always the same values for one
+    /// `Child`.
+    pub fn of(&self, family: &Family<T>, values: &[&str]) -> &T {
+        self.0.get_or_init(|| family.with(values))
+    }
+}
+
+impl<T: Default> Default for Child<T> {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -429,6 +453,23 @@ mod tests {
             out.contains("x_total{method=\"Execute\",outcome=\"lost\"} 0\n"),
             "{out}"
         );
+    }
+
+    /// A kept child is the family's own: what it counts is rendered under
+    /// its labels, and it appears only once used.
+    #[test]
+    fn a_kept_child_counts_in_its_family() {
+        let requests: Family<Counter> = Family::new(&["method"]);
+        let kept = Child::new();
+        let mut out = String::new();
+        Encoder::new(&mut out).counter_family("x", "help", &requests);
+        assert!(!out.contains("x_total{"), "{out}");
+        kept.of(&requests, &["Execute"]).inc();
+        kept.of(&requests, &["Execute"]).inc();
+        assert_eq!(requests.with(&["Execute"]).get(), 2);
+        let mut out = String::new();
+        Encoder::new(&mut out).counter_family("x", "help", &requests);
+        assert!(out.contains("x_total{method=\"Execute\"} 2\n"), "{out}");
     }
 
     #[test]

@@ -212,14 +212,16 @@ fn single_zstd_frame_size(data: &[u8]) -> Option<usize> {
     usize::try_from(size).ok()
 }
 
-fn too_large(limit: usize) -> ApiError {
+/// A decoded body over `limit` (shared with `stream_coding`).
+pub(super) fn too_large(limit: usize) -> ApiError {
     ApiError::new(
         Code::ResourceExhausted,
         format!("message larger than {limit} bytes after decompression"),
     )
 }
 
-fn corrupt(encoding: Encoding, detail: &str) -> ApiError {
+/// A body its encoding cannot decode (shared with `stream_coding`).
+pub(super) fn corrupt(encoding: Encoding, detail: &str) -> ApiError {
     ApiError::new(
         Code::InvalidArgument,
         format!("invalid {} body: {detail}", encoding.as_str()),

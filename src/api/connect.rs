@@ -113,6 +113,13 @@ pub fn envelope(flags: u8, payload: &[u8]) -> Bytes {
     out.freeze()
 }
 
+/// The header of an envelope of `len` bytes (its payload sent after it).
+pub fn envelope_header(flags: u8, len: usize) -> [u8; ENVELOPE_HEADER] {
+    let len = u32::try_from(len).expect("messages are bounded well below 4 GiB");
+    let [a, b, c, d] = len.to_be_bytes();
+    [flags, a, b, c, d]
+}
+
 /// Appends an envelope to `out` (several make one write).
 pub fn put_envelope(out: &mut BytesMut, flags: u8, payload: &[u8]) {
     out.reserve(ENVELOPE_HEADER + payload.len());
@@ -123,10 +130,11 @@ pub fn put_envelope(out: &mut BytesMut, flags: u8, payload: &[u8]) {
 
 /// The end-of-stream envelope: `{}` or `{"error":{code,message}}`.
 pub fn end_stream(error: Option<&ApiError>) -> Bytes {
-    let body = match error {
-        None => serde_json::json!({}),
-        Some(e) => serde_json::json!({"error": {"code": e.code.as_str(), "message": e.message}}),
+    let Some(e) = error else {
+        // Every successful stream ends so: no JSON to build.
+        return Bytes::from_static(&[FLAG_END_STREAM, 0, 0, 0, 2, b'{', b'}']);
     };
+    let body = serde_json::json!({"error": {"code": e.code.as_str(), "message": e.message}});
     envelope(
         FLAG_END_STREAM,
         &serde_json::to_vec(&body).expect("JSON value"),
@@ -154,6 +162,28 @@ impl Envelope {
 /// bytes are needed. Envelopes larger than `limit` are refused before any
 /// of their payload is buffered.
 pub fn take_envelope(buf: &mut BytesMut, limit: usize) -> Result<Option<Envelope>, ApiError> {
+    let Some((flags, len)) = envelope_head(buf, limit)? else {
+        return Ok(None);
+    };
+    buf.advance(ENVELOPE_HEADER);
+    let payload = buf.split_to(len).freeze();
+    Ok(Some(Envelope { flags, payload }))
+}
+
+/// [`take_envelope`] from a body already whole: the payload is a view of
+/// `buf`, not a copy.
+pub fn take_whole_envelope(buf: &mut Bytes, limit: usize) -> Result<Option<Envelope>, ApiError> {
+    let Some((flags, len)) = envelope_head(buf, limit)? else {
+        return Ok(None);
+    };
+    buf.advance(ENVELOPE_HEADER);
+    let payload = buf.split_to(len);
+    Ok(Some(Envelope { flags, payload }))
+}
+
+/// The flags and payload length of the envelope at the start of `buf`,
+/// once all of it is there.
+fn envelope_head(buf: &[u8], limit: usize) -> Result<Option<(u8, usize)>, ApiError> {
     if buf.len() < ENVELOPE_HEADER {
         return Ok(None);
     }
@@ -168,9 +198,7 @@ pub fn take_envelope(buf: &mut BytesMut, limit: usize) -> Result<Option<Envelope
     if buf.len() < ENVELOPE_HEADER + len {
         return Ok(None);
     }
-    buf.advance(ENVELOPE_HEADER);
-    let payload = buf.split_to(len).freeze();
-    Ok(Some(Envelope { flags, payload }))
+    Ok(Some((flags, len)))
 }
 
 /// Parses an end-of-stream payload into its error, if it carries one.
@@ -225,6 +253,44 @@ where
     }
 }
 
+/// [`encode_message_with`], appended to `out` as an envelope; returns the
+/// payload's size. A protobuf message sent as it is is encoded in place:
+/// no buffer of its own and no copy (a point select's stream is four
+/// such messages).
+pub fn put_message_with<M>(
+    out: &mut BytesMut,
+    codec: Codec,
+    encoding: Encoding,
+    compress_min: usize,
+    effort: impl FnOnce() -> Effort,
+    message: &M,
+) -> usize
+where
+    M: prost::Message + Serialize,
+{
+    if codec == Codec::Proto {
+        let len = message.encoded_len();
+        let effort = if encoding == Encoding::Identity || len < compress_min {
+            Effort::None
+        } else {
+            effort()
+        };
+        let Effort::Zstd(level) = effort else {
+            out.reserve(ENVELOPE_HEADER + len);
+            out.put_u8(0);
+            out.put_u32(u32::try_from(len).expect("messages are bounded well below 4 GiB"));
+            message.encode(out).expect("room was reserved");
+            return len;
+        };
+        let payload = encoding.compress_at(&message.encode_to_vec(), level);
+        put_envelope(out, FLAG_COMPRESSED, &payload);
+        return payload.len();
+    }
+    let (payload, compressed) = encode_message_with(codec, encoding, compress_min, effort, message);
+    put_envelope(out, if compressed { FLAG_COMPRESSED } else { 0 }, &payload);
+    payload.len()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,6 +340,66 @@ mod tests {
         assert_eq!(&got[0].payload[..], b"abc");
         assert!(got[1].is_end_stream());
         assert_eq!(end_stream_error(&got[1].payload), None);
+        assert_eq!(&got[1].payload[..], b"{}");
+    }
+
+    /// In place or through a buffer of its own, a message is framed the
+    /// same: every codec, compressed or not.
+    #[test]
+    fn messages_put_in_place_are_framed_as_encoded() {
+        let message = pb::ExecuteResponse {
+            timing: 1.5,
+            result: Some(pb::QueryResult {
+                rows_affected: 7,
+                info: "x".repeat(2000),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        for codec in [Codec::Proto, Codec::Json] {
+            for encoding in [Encoding::Identity, Encoding::Zstd, Encoding::S2] {
+                for min in [0, 1 << 20] {
+                    for effort in [Effort::None, Effort::Zstd(1)] {
+                        let (payload, compressed) =
+                            encode_message_with(codec, encoding, min, || effort, &message);
+                        let mut expected = BytesMut::from(&b"before"[..]);
+                        put_envelope(
+                            &mut expected,
+                            if compressed { FLAG_COMPRESSED } else { 0 },
+                            &payload,
+                        );
+                        let mut out = BytesMut::from(&b"before"[..]);
+                        let len =
+                            put_message_with(&mut out, codec, encoding, min, || effort, &message);
+                        assert_eq!(out, expected, "{codec:?} {encoding:?} {min} {effort:?}");
+                        assert_eq!(len, payload.len());
+                    }
+                }
+            }
+        }
+    }
+
+    /// A whole body gives the same envelopes as one read in pieces.
+    #[test]
+    fn whole_bodies_give_the_same_envelopes() {
+        let mut wire = BytesMut::new();
+        wire.extend_from_slice(&envelope(FLAG_COMPRESSED, b"abc"));
+        wire.extend_from_slice(&end_stream(None));
+        let mut whole = wire.clone().freeze();
+        let mut pieces = wire;
+        for _ in 0..2 {
+            assert_eq!(
+                take_whole_envelope(&mut whole, 1024).unwrap(),
+                take_envelope(&mut pieces, 1024).unwrap()
+            );
+        }
+        assert!(whole.is_empty());
+        assert_eq!(take_whole_envelope(&mut whole, 1024).unwrap(), None);
+        let mut cut = envelope(0, b"abc").slice(..6);
+        assert_eq!(take_whole_envelope(&mut cut, 1024).unwrap(), None);
+        let mut big = envelope(0, &[0u8; 100]);
+        let err = take_whole_envelope(&mut big, 10).unwrap_err();
+        assert_eq!(err.code, Code::ResourceExhausted);
     }
 
     #[test]

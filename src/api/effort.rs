@@ -43,7 +43,8 @@ pub const DEFAULT_LEVEL: i32 = super::compression::ZSTD_LEVEL;
 
 /// A connection with a round trip below this is taken as near (the same
 /// host, rack or zone: links of gigabits per second) until a response
-/// measures otherwise: its first messages go uncompressed.
+/// measures otherwise: its first messages go uncompressed. The default of
+/// `gateway.limits.near_rtt`.
 pub const NEAR_RTT: Duration = Duration::from_millis(3);
 
 /// One zstd level on the gateway's streamed rows: the benchmark table's
@@ -97,8 +98,14 @@ const LEVELS: [LevelCost; 4] = [
 /// [`DEFAULT_LEVEL`], and measurements can only raise that; a near one
 /// starts uncompressed, and measurements decide.
 pub fn effort_for(link: LinkEstimate) -> Effort {
+    effort_within(link, NEAR_RTT)
+}
+
+/// [`effort_for`], with links of a round trip under `near_rtt` taken as
+/// near.
+pub fn effort_within(link: LinkEstimate, near_rtt: Duration) -> Effort {
     let floor = match link.rtt {
-        Some(rtt) if rtt < NEAR_RTT => Effort::None,
+        Some(rtt) if rtt < near_rtt => Effort::None,
         _ => Effort::Zstd(DEFAULT_LEVEL),
     };
     let Some(rate) = link.drain_rate.filter(|r| r.is_finite() && *r > 0.0) else {
@@ -204,6 +211,12 @@ mod tests {
             rtt: Some(Duration::from_micros(80)),
         };
         assert_eq!(effort_for(slow_near), Effort::Zstd(1));
+        // Where near ends is configured.
+        assert_eq!(effort_within(far, Duration::from_millis(60)), Effort::None);
+        assert_eq!(
+            effort_within(near, Duration::from_micros(50)),
+            Effort::Zstd(DEFAULT_LEVEL)
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod effort;
 pub mod error;
 pub mod pb;
 mod s2_stream;
+pub mod stream_coding;
 pub mod strict_text;
 mod text_fields;
 
@@ -21,6 +22,14 @@ pub const SERVICE_PREFIX: &str = "/psdb.v1alpha1.Database/";
 /// servers omit it): the largest request body it takes now, in bytes, so a
 /// client can refuse a larger request itself instead of uploading it.
 pub const MAX_REQUEST_BYTES_HEADER: &str = "myquic-max-request-bytes";
+
+/// A response header of our gateway (not part of the psdb API): the
+/// encodings it takes as the HTTP `Content-Encoding` of a whole streaming
+/// request body, envelope and all. Connect compresses a streaming request
+/// per message, behind a length prefix that is known only once the
+/// message is compressed; a body coding lets the sidecar send a large
+/// statement while it compresses it (`api::stream_coding`).
+pub const BODY_ENCODING_HEADER: &str = "myquic-body-encoding";
 
 /// A request header of our sidecar (not part of the psdb API), value `1`:
 /// it takes text fields that are `bytes` in our proto and `string` in the

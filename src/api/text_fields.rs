@@ -287,6 +287,8 @@ impl<'de> serde::Deserialize<'de> for Field {
             decimals: text.decimals,
             flags: text.flags,
             column_type: text.column_type,
+            // Protobuf only: the sidecar reads it, JSON clients have no use.
+            extended_metadata: Bytes::new(),
         })
     }
 }

@@ -16,17 +16,27 @@ use prost::Message;
 use tracing::debug;
 
 use crate::admin::metrics::metrics;
-use crate::api::connect::{FLAG_COMPRESSED, end_stream_error, envelope, take_envelope};
+use crate::api::connect::{
+    ENVELOPE_HEADER, FLAG_COMPRESSED, end_stream_error, envelope, envelope_header, take_envelope,
+};
+use crate::api::stream_coding::{self, StreamCompressor};
 use crate::api::{
-    ApiError, Code, Codec, Encoding, Framing, MAX_REQUEST_BYTES_HEADER, Method, RAW_TEXT_HEADER, pb,
+    ApiError, BODY_ENCODING_HEADER, Code, Codec, Encoding, Framing, MAX_REQUEST_BYTES_HEADER,
+    Method, RAW_TEXT_HEADER, pb,
 };
 use crate::telemetry::TraceId;
 use crate::transport::HttpVersion;
-use crate::transport::client::{ClientError, ResponseStream};
+use crate::transport::client::{ClientError, Outgoing, ResponseStream};
 
 use super::connector::Counters;
+use super::credential::Credential;
 use super::error::CallError;
 use super::session::{RawSession, SESSION_FIELD, extract_session};
+
+/// Streaming requests from this size on are compressed as they are sent
+/// (when the gateway takes it): below it, compressing one takes under a
+/// millisecond and the whole-message path is simpler for both ends.
+const STREAM_MIN: usize = 2 * stream_coding::PIECE;
 
 /// Error bodies are small JSON objects; a larger one is not worth reading.
 const MAX_ERROR_BODY: usize = 64 << 10;
@@ -53,14 +63,31 @@ pub struct Reply<M> {
 pub(super) struct Prepared {
     method: Method,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
     /// The message's size before compression (the gateway bounds both).
     decoded_len: usize,
 }
 
+/// A request body as it is kept for (re)sending.
+enum Body {
+    /// Made whole before sending (compressed or not).
+    Whole(Bytes),
+    /// A streaming request's envelope header and message, compressed with
+    /// zstd as they are sent (the whole body's HTTP `Content-Encoding`, an
+    /// extension of our gateway's: see [`BODY_ENCODING_HEADER`]).
+    Streamed(Bytes, Bytes),
+}
+
 impl Prepared {
-    pub(super) fn build(&self, uri: http::Uri) -> http::Request<Bytes> {
-        let mut request = http::Request::new(self.body.clone());
+    pub(super) fn build(&self, uri: http::Uri) -> http::Request<Outgoing> {
+        let body = match &self.body {
+            Body::Whole(bytes) => Outgoing::Full(bytes.clone()),
+            Body::Streamed(header, message) => Outgoing::Pieces(Box::new(Counted::new(
+                StreamCompressor::zstd(vec![header.clone(), message.clone()]),
+                self.decoded_len,
+            ))),
+        };
+        let mut request = http::Request::new(body);
         *request.method_mut() = http::Method::POST;
         *request.headers_mut() = self.headers.clone();
         // The trace of the command this request serves, so the gateway's
@@ -80,11 +107,50 @@ impl Prepared {
     pub(super) fn method(&self) -> Method {
         self.method
     }
+
+    /// The body's size on the wire, as far as it is known before sending:
+    /// a streamed one is bounded by its decoded size (see
+    /// [`Wire::streamed_encoding`]).
+    fn wire_len(&self) -> usize {
+        match &self.body {
+            Body::Whole(bytes) => bytes.len(),
+            Body::Streamed(..) => 0,
+        }
+    }
+}
+
+/// Counts a streamed body's bytes as they go, like a whole one's.
+struct Counted<I> {
+    pieces: I,
+    wire: usize,
+    decoded: usize,
+}
+
+impl<I> Counted<I> {
+    fn new(pieces: I, decoded: usize) -> Self {
+        Self {
+            pieces,
+            wire: 0,
+            decoded,
+        }
+    }
+}
+
+impl<I: Iterator<Item = Bytes>> Iterator for Counted<I> {
+    type Item = Bytes;
+
+    fn next(&mut self) -> Option<Bytes> {
+        let piece = self.pieces.next();
+        match &piece {
+            Some(piece) => self.wire += piece.len(),
+            None => count_bytes("sent", self.wire, self.decoded),
+        }
+        piece
+    }
 }
 
 /// The per-client wire settings, and what it has learned of the gateway.
 pub(super) struct Wire {
-    authorization: HeaderValue,
     accept: HeaderValue,
     offer: Vec<Encoding>,
     compress_min: usize,
@@ -98,6 +164,10 @@ pub(super) struct Wire {
     /// [`MAX_REQUEST_BYTES_HEADER`]; 0 until it has said (or if it never
     /// does: a psdb server other than ours).
     max_request: AtomicUsize,
+    /// Encodings the gateway takes for a whole streaming request body
+    /// ([`BODY_ENCODING_HEADER`], bit per [`Encoding`]); zero from any
+    /// server but ours.
+    body_accepts: AtomicU8,
     counters: Arc<Counters>,
 }
 
@@ -113,35 +183,27 @@ fn bit(encoding: Encoding) -> u8 {
 
 impl Wire {
     pub(super) fn new(
-        username: &str,
-        password: &str,
         offer: Vec<Encoding>,
         compress_min: usize,
         max_message: usize,
         counters: Arc<Counters>,
-    ) -> Result<Self, String> {
-        use base64::Engine;
-        let credentials =
-            base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
-        let mut authorization = HeaderValue::from_str(&format!("Basic {credentials}"))
-            .map_err(|_| "credentials do not fit in a header".to_string())?;
-        authorization.set_sensitive(true);
+    ) -> Self {
         let names: Vec<&str> = offer.iter().map(|e| e.as_str()).collect();
         let accept = if names.is_empty() {
             HeaderValue::from_static("identity")
         } else {
             HeaderValue::from_str(&names.join(", ")).expect("encoding names are tokens")
         };
-        Ok(Self {
-            authorization,
+        Self {
             accept,
             offer,
             compress_min,
             max_message,
             server_accepts: AtomicU8::new(0),
             max_request: AtomicUsize::new(0),
+            body_accepts: AtomicU8::new(0),
             counters,
-        })
+        }
     }
 
     /// Our most preferred encoding that the gateway accepts.
@@ -160,14 +222,11 @@ impl Wire {
             Framing::Unary => "accept-encoding",
             Framing::Streaming => "connect-accept-encoding",
         };
-        let Some(list) = headers.get(name).and_then(|v| v.to_str().ok()) else {
-            return;
-        };
-        let accepted = list
-            .split(',')
-            .filter_map(|item| Encoding::from_name(item.split(';').next().unwrap_or("")))
-            .fold(0, |bits, e| bits | bit(e));
-        self.server_accepts.store(accepted, Ordering::Relaxed);
+        if let Some(accepted) = encoding_bits(headers, name) {
+            self.server_accepts.store(accepted, Ordering::Relaxed);
+        }
+        let body = encoding_bits(headers, BODY_ENCODING_HEADER).unwrap_or(0);
+        self.body_accepts.store(body, Ordering::Relaxed);
     }
 
     /// Our gateway says on every answer how large a request it takes.
@@ -198,7 +257,7 @@ impl Wire {
     /// the gateway's own `resource_exhausted` refusal.
     pub(super) fn check_size(&self, prepared: &Prepared) -> Result<(), CallError> {
         let limit = self.max_request.load(Ordering::Relaxed);
-        let size = prepared.body.len().max(prepared.decoded_len);
+        let size = prepared.wire_len().max(prepared.decoded_len);
         if limit == 0 || size <= limit {
             return Ok(());
         }
@@ -210,13 +269,13 @@ impl Wire {
         )))
     }
 
-    fn base_headers(&self, framing: Framing) -> HeaderMap {
+    fn base_headers(&self, framing: Framing, credential: &Credential) -> HeaderMap {
         let mut headers = HeaderMap::with_capacity(7);
         headers.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static(Codec::Proto.content_type(framing)),
         );
-        headers.insert(header::AUTHORIZATION, self.authorization.clone());
+        headers.insert(header::AUTHORIZATION, credential.authorization().clone());
         headers.insert("connect-protocol-version", HeaderValue::from_static("1"));
         let accept = match framing {
             Framing::Unary => header::ACCEPT_ENCODING,
@@ -230,8 +289,13 @@ impl Wire {
     }
 
     /// A unary request: the bare message, compressed as a whole.
-    pub(super) fn unary(&self, method: Method, message: Bytes) -> Prepared {
-        let mut headers = self.base_headers(Framing::Unary);
+    pub(super) fn unary(
+        &self,
+        method: Method,
+        message: Bytes,
+        credential: &Credential,
+    ) -> Prepared {
+        let mut headers = self.base_headers(Framing::Unary, credential);
         let decoded_len = message.len();
         let (body, encoding) = self.maybe_compress(message);
         if encoding != Encoding::Identity {
@@ -243,15 +307,37 @@ impl Wire {
         Prepared {
             method,
             headers,
-            body,
+            body: Body::Whole(body),
             decoded_len,
         }
     }
 
-    /// A server-streaming request: one envelope, compressed per message.
-    pub(super) fn streaming(&self, method: Method, message: Bytes) -> Prepared {
-        let mut headers = self.base_headers(Framing::Streaming);
+    /// A server-streaming request: one envelope, compressed per message —
+    /// or, when it is large and the gateway takes it, the whole body
+    /// compressed as it is sent.
+    pub(super) fn streaming(
+        &self,
+        method: Method,
+        message: Bytes,
+        credential: &Credential,
+    ) -> Prepared {
+        let mut headers = self.base_headers(Framing::Streaming, credential);
         let decoded_len = message.len();
+        if let Some(encoding) = self.streamed_encoding(decoded_len) {
+            headers.insert(
+                header::CONTENT_ENCODING,
+                HeaderValue::from_static(encoding.as_str()),
+            );
+            self.counters.compressed_request();
+            self.counters.streamed_request();
+            let header = Bytes::copy_from_slice(&envelope_header(0, decoded_len));
+            return Prepared {
+                method,
+                headers,
+                body: Body::Streamed(header, message),
+                decoded_len,
+            };
+        }
         let (payload, encoding) = self.maybe_compress(message);
         let mut flags = 0;
         if encoding != Encoding::Identity {
@@ -264,9 +350,27 @@ impl Wire {
         Prepared {
             method,
             headers,
-            body: envelope(flags, &payload),
+            body: Body::Whole(envelope(flags, &payload)),
             decoded_len,
         }
+    }
+
+    /// The encoding a streaming request of `len` bytes is compressed with
+    /// as it is sent, if it is: a body large enough that compressing it
+    /// takes time the link could use ([`STREAM_MIN`]), zstd chosen and
+    /// taken for whole bodies by the gateway, and a worst case (nothing
+    /// compresses) within the request size the gateway announced — so the
+    /// size check before sending stays exact, and no streamed body can
+    /// turn out too large midway.
+    fn streamed_encoding(&self, len: usize) -> Option<Encoding> {
+        if len < STREAM_MIN {
+            return None;
+        }
+        let encoding = self.request_encoding();
+        let taken = self.body_accepts.load(Ordering::Relaxed) & bit(encoding) != 0;
+        let limit = self.max_request.load(Ordering::Relaxed);
+        (taken && stream_coding::fits_streamed(encoding, len + ENVELOPE_HEADER, limit))
+            .then_some(encoding)
     }
 
     fn maybe_compress(&self, message: Bytes) -> (Bytes, Encoding) {
@@ -391,6 +495,16 @@ impl Wire {
     fn decompress(&self, encoding: Encoding, body: Bytes) -> Result<Bytes, CallError> {
         decompress(encoding, body, self.max_message)
     }
+}
+
+/// The encodings a header lists, as bits; `None` if it is absent.
+fn encoding_bits(headers: &HeaderMap, name: &str) -> Option<u8> {
+    let list = headers.get(name).and_then(|v| v.to_str().ok())?;
+    Some(
+        list.split(',')
+            .filter_map(|item| Encoding::from_name(item.split(';').next().unwrap_or("")))
+            .fold(0, |bits, e| bits | bit(e)),
+    )
 }
 
 fn decompress(encoding: Encoding, body: Bytes, limit: usize) -> Result<Bytes, CallError> {
@@ -605,7 +719,20 @@ mod tests {
     use super::*;
 
     fn wire(offer: Vec<Encoding>) -> Wire {
-        Wire::new("u", "p", offer, 100, 1 << 20, Arc::new(Counters::default())).unwrap()
+        Wire::new(offer, 100, 1 << 20, Arc::new(Counters::default()))
+    }
+
+    fn user() -> Credential {
+        Credential::basic("u", "p")
+    }
+
+    impl Prepared {
+        fn whole(&self) -> &Bytes {
+            match &self.body {
+                Body::Whole(bytes) => bytes,
+                Body::Streamed(..) => panic!("a streamed body"),
+            }
+        }
     }
 
     fn accepting(name: &'static str, value: &'static str) -> HeaderMap {
@@ -618,25 +745,25 @@ mod tests {
     fn compresses_only_once_the_gateway_accepts_a_codec_we_offer() {
         let w = wire(vec![Encoding::Zstd, Encoding::Snappy]);
         let big = Bytes::from(vec![b'a'; 1000]);
-        let request = w.unary(Method::Execute, big.clone());
+        let request = w.unary(Method::Execute, big.clone(), &user());
         assert_eq!(request.headers.get(header::CONTENT_ENCODING), None);
         assert_eq!(request.headers[header::ACCEPT_ENCODING], "zstd, snappy");
-        assert_eq!(request.body, big, "nothing learned yet: identity");
+        assert_eq!(request.whole(), &big, "nothing learned yet: identity");
 
         w.learn(
             &accepting("accept-encoding", "gzip, snappy"),
             Framing::Unary,
         );
-        let request = w.unary(Method::Execute, big.clone());
+        let request = w.unary(Method::Execute, big.clone(), &user());
         assert_eq!(request.headers[header::CONTENT_ENCODING], "snappy");
         assert_eq!(
             Encoding::Snappy
-                .decompress(request.body.clone(), 1 << 20)
+                .decompress(request.whole().clone(), 1 << 20)
                 .unwrap(),
             big
         );
         // Small bodies stay as they are.
-        let small = w.unary(Method::Execute, Bytes::from_static(b"tiny"));
+        let small = w.unary(Method::Execute, Bytes::from_static(b"tiny"), &user());
         assert_eq!(small.headers.get(header::CONTENT_ENCODING), None);
 
         // The streaming header counts for streams, and zstd is preferred.
@@ -644,10 +771,10 @@ mod tests {
             &accepting("connect-accept-encoding", "snappy, zstd"),
             Framing::Streaming,
         );
-        let request = w.streaming(Method::StreamExecute, big.clone());
+        let request = w.streaming(Method::StreamExecute, big.clone(), &user());
         assert_eq!(request.headers["connect-content-encoding"], "zstd");
         assert_eq!(request.headers["connect-accept-encoding"], "zstd, snappy");
-        assert_eq!(request.body[0], FLAG_COMPRESSED);
+        assert_eq!(request.whole()[0], FLAG_COMPRESSED);
         assert_eq!(w.counters.snapshot().compressed_requests, 2);
         let built = request.build(
             "https://gw:443/psdb.v1alpha1.Database/StreamExecute"
@@ -664,10 +791,15 @@ mod tests {
         let w = wire(vec![Encoding::Zstd, Encoding::S2, Encoding::Snappy]);
         w.learn(&accepting("accept-encoding", "s2, gzip"), Framing::Unary);
         let big = Bytes::from(b"SELECT 1 /* padding */ ".repeat(100));
-        let request = w.unary(Method::Execute, big.clone());
+        let request = w.unary(Method::Execute, big.clone(), &user());
         assert_eq!(request.headers[header::CONTENT_ENCODING], "s2");
-        assert_eq!(&request.body[4..10], b"S2sTwO");
-        assert_eq!(Encoding::S2.decompress(request.body, 1 << 20).unwrap(), big);
+        assert_eq!(&request.whole()[4..10], b"S2sTwO");
+        assert_eq!(
+            Encoding::S2
+                .decompress(request.whole().clone(), 1 << 20)
+                .unwrap(),
+            big
+        );
     }
 
     /// A request over the limit the gateway announced is refused unsent,
@@ -677,11 +809,14 @@ mod tests {
     fn requests_over_the_gateways_announced_limit_are_not_sent() {
         let w = wire(vec![Encoding::Zstd]);
         let big = Bytes::from(vec![b'a'; 5000]);
-        assert!(w.check_size(&w.unary(Method::Execute, big.clone())).is_ok());
+        assert!(
+            w.check_size(&w.unary(Method::Execute, big.clone(), &user()))
+                .is_ok()
+        );
         w.learn(&accepting(MAX_REQUEST_BYTES_HEADER, "4096"), Framing::Unary);
         w.learn(&accepting("accept-encoding", "zstd"), Framing::Unary);
-        let packed = w.unary(Method::Execute, big.clone());
-        assert!(packed.body.len() < 4096, "compressed, yet too large");
+        let packed = w.unary(Method::Execute, big.clone(), &user());
+        assert!(packed.whole().len() < 4096, "compressed, yet too large");
         match w.check_size(&packed) {
             Err(CallError::Api(e)) => {
                 assert_eq!(e.code, Code::ResourceExhausted);
@@ -689,7 +824,11 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let fits = w.streaming(Method::StreamExecute, Bytes::from(vec![b'a'; 4000]));
+        let fits = w.streaming(
+            Method::StreamExecute,
+            Bytes::from(vec![b'a'; 4000]),
+            &user(),
+        );
         assert!(w.check_size(&fits).is_ok());
         // A nonsense value is ignored; the last good one stays.
         w.learn(&accepting(MAX_REQUEST_BYTES_HEADER, "lots"), Framing::Unary);
@@ -700,9 +839,98 @@ mod tests {
     fn a_codec_we_do_not_offer_is_never_sent() {
         let w = wire(vec![Encoding::Snappy]);
         w.learn(&accepting("accept-encoding", "zstd, gzip"), Framing::Unary);
-        let request = w.unary(Method::Execute, Bytes::from(vec![0u8; 1000]));
+        let request = w.unary(Method::Execute, Bytes::from(vec![0u8; 1000]), &user());
         assert_eq!(request.headers.get(header::CONTENT_ENCODING), None);
-        let request = w.streaming(Method::StreamExecute, Bytes::from(vec![0u8; 1000]));
-        assert_eq!(request.body[0], 0, "envelope not flagged");
+        let request = w.streaming(Method::StreamExecute, Bytes::from(vec![0u8; 1000]), &user());
+        assert_eq!(request.whole()[0], 0, "envelope not flagged");
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.insert(*name, HeaderValue::from_str(value).unwrap());
+        }
+        headers
+    }
+
+    /// A large streaming request is compressed as it is sent — only once
+    /// our gateway has said it takes a whole-body coding, and only when
+    /// even an incompressible body would fit its limit; the pieces make
+    /// exactly the enveloped message.
+    #[test]
+    fn large_streaming_requests_are_compressed_as_they_are_sent_where_taken() {
+        let w = wire(vec![Encoding::Zstd]);
+        let big: Bytes = (0..3 * stream_coding::PIECE as u32)
+            .map(|i| (i / 7 % 251) as u8)
+            .collect::<Vec<_>>()
+            .into();
+        let whole = |p: &Prepared| matches!(p.body, Body::Whole(_));
+        w.learn(
+            &headers(&[
+                ("connect-accept-encoding", "zstd"),
+                (MAX_REQUEST_BYTES_HEADER, "67108864"),
+            ]),
+            Framing::Streaming,
+        );
+        assert!(
+            whole(&w.streaming(Method::StreamExecute, big.clone(), &user())),
+            "not announced"
+        );
+        w.learn(
+            &headers(&[
+                ("connect-accept-encoding", "zstd"),
+                (MAX_REQUEST_BYTES_HEADER, "67108864"),
+                (BODY_ENCODING_HEADER, "zstd, s2"),
+            ]),
+            Framing::Streaming,
+        );
+        let streamed = w.streaming(Method::StreamExecute, big.clone(), &user());
+        assert!(!whole(&streamed));
+        assert_eq!(streamed.headers[header::CONTENT_ENCODING], "zstd");
+        assert_eq!(streamed.headers.get("connect-content-encoding"), None);
+        assert!(w.check_size(&streamed).is_ok());
+        assert_eq!(w.counters.snapshot().streamed_requests, 1);
+        let uri: http::Uri = "https://gw/psdb.v1alpha1.Database/StreamExecute"
+            .parse()
+            .unwrap();
+        let Outgoing::Pieces(pieces) = streamed.build(uri.clone()).into_body() else {
+            panic!("a whole body");
+        };
+        let pieces: Vec<Bytes> = pieces.collect();
+        assert!(pieces.len() > 1, "sent in pieces");
+        let joined: Vec<u8> = pieces.iter().flatten().copied().collect();
+        let decoded = Encoding::Zstd.decompress(joined.into(), 64 << 20).unwrap();
+        assert_eq!(decoded, envelope(0, &big));
+        // Built again (a retry on another connection), it is made afresh.
+        assert!(matches!(
+            streamed.build(uri).into_body(),
+            Outgoing::Pieces(_)
+        ));
+
+        let small = Bytes::from(vec![b'a'; stream_coding::PIECE]);
+        assert!(
+            whole(&w.streaming(Method::StreamExecute, small, &user())),
+            "small"
+        );
+        assert!(
+            whole(&w.unary(Method::Execute, big.clone(), &user())),
+            "unary"
+        );
+        // A limit an incompressible body of this size might pass.
+        let tight = (big.len() + 64).to_string();
+        w.learn(
+            &headers(&[
+                ("connect-accept-encoding", "zstd"),
+                (MAX_REQUEST_BYTES_HEADER, &tight),
+                (BODY_ENCODING_HEADER, "zstd"),
+            ]),
+            Framing::Streaming,
+        );
+        let near = w.streaming(Method::StreamExecute, big.clone(), &user());
+        assert!(
+            whole(&near),
+            "whole, where incompressible data could go too large"
+        );
+        assert!(w.check_size(&near).is_ok());
     }
 }

@@ -46,6 +46,7 @@ pub(super) struct Counters {
     returns: AtomicU64,
     reconnects: AtomicU64,
     compressed_requests: AtomicU64,
+    streamed_requests: AtomicU64,
     compressed_responses: AtomicU64,
     /// Whether the gateway has ever answered a request with success.
     answered: AtomicBool,
@@ -68,6 +69,10 @@ impl Counters {
         self.compressed_requests.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub(super) fn streamed_request(&self) {
+        self.streamed_requests.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(super) fn compressed_response(&self) {
         self.compressed_responses.fetch_add(1, Ordering::Relaxed);
     }
@@ -80,6 +85,7 @@ impl Counters {
             returns: get(&self.returns),
             reconnects: get(&self.reconnects),
             compressed_requests: get(&self.compressed_requests),
+            streamed_requests: get(&self.streamed_requests),
             compressed_responses: get(&self.compressed_responses),
         }
     }
@@ -100,6 +106,9 @@ pub struct Stats {
     pub reconnects: u64,
     /// Request bodies sent compressed.
     pub compressed_requests: u64,
+    /// Of those, bodies compressed as they were sent (prepared for it:
+    /// a request retried on another connection counts once).
+    pub streamed_requests: u64,
     /// Response bodies (or stream messages) received compressed.
     pub compressed_responses: u64,
 }

@@ -6,6 +6,7 @@
 //!   falls back to HTTP/2 and returns to HTTP/3.
 //! - `call`: one request on the wire (headers, compression, envelopes)
 //!   and the reading of its answer.
+//! - `credential`: the API credential a handle's requests carry.
 //! - `session`: sessions as the server's opaque bytes.
 //! - `tier`: the gateways a connection may go to, and in which order.
 //!
@@ -18,6 +19,7 @@
 mod call;
 mod config;
 mod connector;
+mod credential;
 mod error;
 mod session;
 mod silence;
@@ -33,6 +35,7 @@ use tracing::debug;
 pub use call::{ExecuteStream, Reply};
 pub use config::{Backoff, ClientConfig, ConfigError, TransportPreference, defaults};
 pub use connector::Stats;
+pub use credential::Credential;
 pub use error::CallError;
 pub use session::RawSession;
 
@@ -45,10 +48,13 @@ use session::{CREATE_SESSION_FIELD, SESSION_FIELD, encode_with_session};
 
 /// A psdb client. Cheap to clone: clones share the connection, and many
 /// calls run on it concurrently, one HTTP stream each. The connection is
-/// closed when the last clone is dropped.
+/// closed when the last clone is dropped. Each handle carries one API
+/// credential; [`Client::with_credential`] makes a handle of another one
+/// on the same connection.
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
+    credential: Credential,
 }
 
 struct Inner {
@@ -69,18 +75,13 @@ impl Client {
     pub fn new(config: ClientConfig) -> Result<Self, ConfigError> {
         config.validate()?;
         let counters = Arc::new(Counters::default());
+        let credential = Credential::basic(&config.username, &config.password);
         let wire = Wire::new(
-            &config.username,
-            &config.password,
             config.accept_encodings.clone(),
             config.compress_min_bytes,
             config.max_message_bytes,
             counters.clone(),
-        )
-        .map_err(|reason| ConfigError::Client {
-            field: "username",
-            reason,
-        })?;
+        );
         let uris = Method::ALL
             .into_iter()
             .map(|method| {
@@ -102,7 +103,23 @@ impl Client {
                 uris,
                 _stop: stop.drop_guard(),
             }),
+            credential,
         })
+    }
+
+    /// A handle on the same connection whose requests carry `credential`
+    /// instead. Sessions are the credential's: the gateway refuses one
+    /// created under another (their cookies are signed for their user).
+    pub fn with_credential(&self, credential: Credential) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            credential,
+        }
+    }
+
+    /// The credential this handle's requests carry.
+    pub fn credential(&self) -> &Credential {
+        &self.credential
     }
 
     /// The HTTP version new calls use now; `None` while disconnected.
@@ -145,7 +162,10 @@ impl Client {
 
     pub async fn create_session(&self) -> Result<Reply<pb::CreateSessionResponse>, CallError> {
         let body = encode_with_session(None, &pb::CreateSessionRequest {});
-        let prepared = self.inner.wire.unary(Method::CreateSession, body);
+        let prepared = self
+            .inner
+            .wire
+            .unary(Method::CreateSession, body, &self.credential);
         self.unary(prepared, CREATE_SESSION_FIELD).await
     }
 
@@ -160,7 +180,10 @@ impl Client {
         bind_variables: HashMap<String, pb::BindVariable>,
     ) -> Result<Reply<pb::ExecuteResponse>, CallError> {
         let body = execute_body(session, query.into(), bind_variables, false);
-        let prepared = self.inner.wire.unary(Method::Execute, body);
+        let prepared = self
+            .inner
+            .wire
+            .unary(Method::Execute, body, &self.credential);
         self.unary(prepared, SESSION_FIELD).await
     }
 
@@ -187,7 +210,10 @@ impl Client {
         prepared: bool,
     ) -> Result<ExecuteStream, CallError> {
         let body = execute_body(session, query.into(), bind_variables, prepared);
-        let prepared = self.inner.wire.streaming(Method::StreamExecute, body);
+        let prepared = self
+            .inner
+            .wire
+            .streaming(Method::StreamExecute, body, &self.credential);
         let started = Instant::now();
         let (response, transport) = match self.send(&prepared).await {
             Ok(sent) => sent,
@@ -226,7 +252,10 @@ impl Client {
             bind_variables: HashMap::new(),
         };
         let body = encode_with_session(session, &request);
-        let prepared = self.inner.wire.unary(Method::Prepare, body);
+        let prepared = self
+            .inner
+            .wire
+            .unary(Method::Prepare, body, &self.credential);
         self.unary(prepared, SESSION_FIELD).await
     }
 
@@ -237,7 +266,10 @@ impl Client {
         session: &RawSession,
     ) -> Result<Reply<pb::CloseSessionResponse>, CallError> {
         let body = encode_with_session(Some(session), &pb::CloseSessionRequest { session: None });
-        let prepared = self.inner.wire.unary(Method::CloseSession, body);
+        let prepared = self
+            .inner
+            .wire
+            .unary(Method::CloseSession, body, &self.credential);
         self.unary(prepared, SESSION_FIELD).await
     }
 
@@ -293,7 +325,7 @@ impl Client {
             );
             match live
                 .conn
-                .send(prepared.build(self.uri(prepared.method())))
+                .send_body(prepared.build(self.uri(prepared.method())))
                 .await
             {
                 Ok(response) => {

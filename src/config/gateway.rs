@@ -101,6 +101,11 @@ pub struct BackendConfig {
     /// want one (`REQUIRE X509`).
     pub tls_client_cert: Option<PathBuf>,
     pub tls_client_key: Option<PathBuf>,
+    /// Plaintext connections to a local backend (unix socket, loopback)
+    /// go through the gateway's relay, which gets MariaDB's extended
+    /// column metadata (`gateway::extended_metadata`); off: it is looked
+    /// up, for LONGTEXT JSON columns only.
+    pub relay_extended_metadata: bool,
 }
 
 /// Whether the gateway's backend connections use TLS. Whenever TLS is
@@ -230,6 +235,10 @@ pub struct Limits {
     /// `compress_min_bytes` on is compressed with the negotiated encoding
     /// (zstd at level 1), whatever the link.
     pub compression_by_link: bool,
+    /// With `compression_by_link`, a connection whose round trip (the
+    /// kernel's for HTTP/2, quinn's for HTTP/3) is under this is near.
+    #[serde(with = "humantime_serde")]
+    pub near_rtt: Duration,
     /// Concurrent requests (streams) on one HTTP/2 or HTTP/3 connection.
     pub max_streams_per_connection: u32,
     /// Connections one IP address may hold before a request on them has
@@ -297,6 +306,7 @@ impl Default for BackendConfig {
             tls_server_name: None,
             tls_client_cert: None,
             tls_client_key: None,
+            relay_extended_metadata: false,
         }
     }
 }
@@ -320,6 +330,7 @@ impl Default for Limits {
             query_timeout: Duration::from_secs(900),
             compress_min_bytes: 1024,
             compression_by_link: true,
+            near_rtt: crate::api::effort::NEAR_RTT,
             max_streams_per_connection: 4096,
             max_pending_connections_per_peer: 64,
         }
@@ -344,6 +355,13 @@ impl GatewayConfig {
                 "gateway.credentials",
                 "at least one credential is required: the API never runs unauthenticated",
             );
+        }
+        let mut names = std::collections::HashSet::new();
+        if let Some(twice) = self.credentials.iter().find(|c| !names.insert(&c.username)) {
+            return Err(ConfigError::Invalid {
+                key: "gateway.credentials",
+                reason: format!("username {:?} is listed twice", twice.username),
+            });
         }
         let has_files = self.tls.cert.is_some() && self.tls.key.is_some();
         let self_signed = self.tls.self_signed_cert_out.is_some();

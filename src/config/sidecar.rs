@@ -142,11 +142,21 @@ impl Default for FrontTls {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+/// A local account: what a client presents, and the gateway credential
+/// its sessions run under — its own (`upstream_username`), or else
+/// `[sidecar.upstream]`'s. Two accounts with their own credentials are
+/// two backend identities: privileges, `CURRENT_USER()`, definers.
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LocalUser {
     pub username: String,
     pub password: Secret,
+    /// The API user this account's requests authenticate as; unset: the
+    /// sidecar's (`sidecar.upstream.username`).
+    pub upstream_username: Option<String>,
+    /// Its API password; required with `upstream_username`, refused
+    /// without it.
+    pub upstream_password: Option<Secret>,
 }
 
 /// Largest packet accepted before a client has logged in: a handshake
@@ -184,6 +194,34 @@ impl Default for AuthConfig {
             allow_any_user_on_network: false,
             rsa_private_key: None,
         }
+    }
+}
+
+impl AuthConfig {
+    /// Each local account once, and a gateway credential of its own only
+    /// whole (a name with a password, never a password alone, which would
+    /// go with `[sidecar.upstream]`'s name).
+    fn validate_users(&self) -> Result<(), ConfigError> {
+        let mut seen = std::collections::HashSet::new();
+        for user in &self.users {
+            let reason = if !seen.insert(user.username.as_str()) {
+                "is listed twice"
+            } else {
+                match (&user.upstream_username, &user.upstream_password) {
+                    (Some(name), _) if name.is_empty() => "has an empty upstream_username",
+                    (Some(_), None) => "has an upstream_username without an upstream_password",
+                    (None, Some(_)) => {
+                        "has an upstream_password without an upstream_username (it would go with sidecar.upstream.username)"
+                    }
+                    _ => continue,
+                }
+            };
+            return Err(ConfigError::Invalid {
+                key: "sidecar.auth.users",
+                reason: format!("user {:?} {reason}", user.username),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -261,6 +299,7 @@ impl SidecarConfig {
         if self.login_timeout.is_zero() {
             return Err(invalid("sidecar.login_timeout", "must be more than 0"));
         }
+        self.auth.validate_users()?;
         if self.accepts_anyone_from_network() && !self.auth.allow_any_user_on_network {
             return Err(invalid(
                 "sidecar.auth.users",
@@ -305,6 +344,9 @@ impl Section for SidecarConfig {
         self.upstream.password.bind(env);
         for user in &mut self.auth.users {
             user.password.bind(env);
+            if let Some(secret) = &mut user.upstream_password {
+                secret.bind(env);
+            }
         }
         self.admin.bind_secrets(env);
     }
@@ -336,7 +378,7 @@ mod tests {
         }
         c.auth.users.push(LocalUser {
             username: "app".into(),
-            password: Secret::default(),
+            ..LocalUser::default()
         });
         assert!(c.validate().is_ok() && c.warnings().is_empty(), "users");
     }
@@ -387,6 +429,62 @@ mod tests {
             .replace("# auto_generate_dir =", "auto_generate_dir =");
         let file = crate::config::ConfigFile::parse(&text).expect("parses uncommented");
         assert!(file.sidecar.tls.auto_generate_dir.is_some());
+    }
+
+    /// A local account's own gateway credential is a name and a password,
+    /// or nothing; each account is listed once.
+    #[test]
+    fn own_upstream_credentials_are_whole() {
+        let user = |name: &str, upstream: Option<&str>, password: bool| LocalUser {
+            username: name.into(),
+            upstream_username: upstream.map(Into::into),
+            upstream_password: password.then(|| Secret::env("PW")),
+            ..LocalUser::default()
+        };
+        let mut c = valid();
+        c.auth.users = vec![user("app", None, false), user("report", Some("ro"), true)];
+        assert!(c.validate().is_ok());
+        for (bad, says) in [
+            (
+                user("report", Some("ro"), false),
+                "without an upstream_password",
+            ),
+            (user("report", None, true), "without an upstream_username"),
+            (user("report", Some(""), true), "empty upstream_username"),
+            (user("app", Some("ro"), true), "listed twice"),
+        ] {
+            c.auth.users = vec![user("app", None, false), bad];
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains("sidecar.auth.users") && e.contains(says), "{e}");
+        }
+    }
+
+    /// The example's reporting account names its own credential, and its
+    /// password comes from the environment like any secret.
+    #[test]
+    fn example_users_parse_with_their_credentials() {
+        let file = crate::config::ConfigFile::parse(include_str!("../../config.example.toml"))
+            .expect("config.example.toml parses");
+        let users = &file.sidecar.auth.users;
+        assert!(users.iter().any(|u| u.upstream_username.is_none()));
+        let own = users
+            .iter()
+            .find(|u| u.upstream_username.is_some())
+            .expect("an example of an account with its own credential");
+        let mut config = file.sidecar.clone();
+        config.bind_secrets(&Env::from_iter([(
+            "MYQUIC_REPORTING_API_PASSWORD",
+            "ro-pw",
+        )]));
+        let bound = config
+            .auth
+            .users
+            .iter()
+            .find(|u| u.username == own.username)
+            .unwrap();
+        let password = bound.upstream_password.as_ref().unwrap();
+        assert_eq!(password.resolve("k").unwrap(), "ro-pw");
+        assert!(!format!("{bound:?}").contains("ro-pw"), "never printed");
     }
 
     #[test]

@@ -14,7 +14,7 @@ fn example_config_parses() {
     file.sidecar
         .validate()
         .expect("config.example.toml's sidecar section is valid");
-    assert_eq!(file.sidecar.auth.users.len(), 1);
+    assert_eq!(file.sidecar.auth.users.len(), 2);
     assert_eq!(
         file.sidecar.upstream.authority().unwrap(),
         ("gateway.example".to_string(), 8443)
@@ -652,6 +652,28 @@ fn errors_name_the_variable_flag_or_file() {
     let e = e.to_string();
     assert!(
         e.starts_with("/etc/myquic.toml: ") && e.contains("listen_on"),
+        "{e}"
+    );
+}
+
+/// Each API login once: two with one name would leave one unreachable
+/// (and which one, unsaid). The example maps two logins to two backend
+/// accounts.
+#[test]
+fn gateway_credentials_are_listed_once() {
+    let file = ConfigFile::parse(include_str!("../../config.example.toml")).unwrap();
+    let mut gateway = file.gateway;
+    let backends: Vec<_> = gateway
+        .credentials
+        .iter()
+        .map(|c| &c.backend_user)
+        .collect();
+    assert_eq!(backends, [&Some("app".into()), &Some("reporting".into())]);
+    let twice = gateway.credentials[1].clone();
+    gateway.credentials.push(twice);
+    let e = gateway.validate().unwrap_err().to_string();
+    assert!(
+        e.contains("gateway.credentials") && e.contains("\"reporting\" is listed twice"),
         "{e}"
     );
 }

@@ -90,9 +90,17 @@ pub async fn run(config: &SidecarConfig) -> Report {
         skip_rest(&mut report, &["auth"]);
         return report;
     }
-    for version in transports {
+    for &version in &transports {
         round_trip(&mut report, version, &client_config).await;
     }
+    super::accounts::check(
+        &mut report,
+        config,
+        &client_config,
+        transports[0],
+        STEP_TIMEOUT,
+    )
+    .await;
     report
 }
 

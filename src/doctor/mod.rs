@@ -1,12 +1,14 @@
 //! `myquic doctor`: from where the sidecar runs, checks each step between
 //! it and its gateway — DNS, TCP and UDP reachability, the TLS certificate,
-//! the HTTP/3 and HTTP/2 handshakes, authentication and a round trip — and
-//! says in plain words what is wrong and what to change.
+//! the HTTP/3 and HTTP/2 handshakes, authentication and a round trip, and
+//! the credential of each local account that has its own (`accounts`) —
+//! and says in plain words what is wrong and what to change.
 //!
 //! The checks (in `checks`) use the sidecar's own configuration and client
 //! code, so what passes here is what the sidecar will do. Turning failures
 //! into advice (`advice`) is pure and unit-tested.
 
+mod accounts;
 mod advice;
 mod checks;
 mod clients;

@@ -42,23 +42,31 @@ impl Account {
     }
 }
 
-/// All accounts, by user name.
+/// All accounts, by user name, in the configuration's order.
 pub struct Accounts {
     by_name: HashMap<String, Arc<Account>>,
+    /// The first is the gateway's own: its health check and what it
+    /// learns of the backend go through it. The others' backend accounts
+    /// may not exist yet (created later through the first), so nothing
+    /// at start depends on them.
+    ordered: Vec<Arc<Account>>,
 }
 
 impl Accounts {
     pub fn new(accounts: impl IntoIterator<Item = Account>) -> Self {
+        let ordered: Vec<Arc<Account>> = accounts.into_iter().map(Arc::new).collect();
         Self {
-            by_name: accounts
-                .into_iter()
-                .map(|a| (a.username.clone(), Arc::new(a)))
+            by_name: ordered
+                .iter()
+                .map(|a| (a.username.clone(), a.clone()))
                 .collect(),
+            ordered,
         }
     }
 
+    /// Every account, the first configured first.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Account>> {
-        self.by_name.values()
+        self.ordered.iter()
     }
 
     /// Checks an `Authorization` header. Every failure looks the same to

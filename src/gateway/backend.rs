@@ -3,6 +3,7 @@
 //! the size of a result.
 
 use std::future::Future;
+use std::path::Path;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -16,6 +17,7 @@ use crate::translate::rows::pack_row;
 use crate::translate::types::{blob_subtype_name, vitess_type};
 
 use super::error_text::with_server_bytes;
+use super::extended_metadata::{self, ExtendedMetadata};
 use super::json_columns::JsonColumns;
 use super::vitess::{MAX_WARNINGS, WARNINGS_QUERY};
 
@@ -73,7 +75,8 @@ impl BackendError {
 /// stay unused before it is closed.
 pub const IDLE_CONNECTION_TTL: Duration = Duration::from_secs(10);
 
-/// A pool of connections for one backend account; over TLS with `ssl`.
+/// A pool of connections for one backend account; over TLS with `ssl`,
+/// else through `relay` if given (`extended_metadata`).
 pub fn pool(
     config: &BackendConfig,
     user: &str,
@@ -81,7 +84,9 @@ pub fn pool(
     database: Option<&str>,
     client_found_rows: bool,
     ssl: Option<SslOpts>,
+    relay: Option<&Path>,
 ) -> mysql_async::Pool {
+    let relay = relay.filter(|_| ssl.is_none());
     let mut setup = vec!["SET NAMES utf8mb4".to_string()];
     if let Some(db) = database {
         setup.push(format!("USE `{}`", db.replace('`', "``")));
@@ -117,7 +122,8 @@ pub fn pool(
                 .with_inactive_connection_ttl(IDLE_CONNECTION_TTL)
                 .with_ttl_check_interval(Duration::from_secs(1)),
         );
-    let opts = match (&config.socket, &config.address) {
+    let socket = relay.or(config.socket.as_deref());
+    let opts = match (socket, &config.address) {
         (Some(socket), _) => opts
             .ip_or_hostname("localhost")
             // mysql_async takes the path as a String; a configured path
@@ -206,18 +212,43 @@ pub struct Outcome {
     pub rows_read: u64,
 }
 
-/// Where JSON columns are looked up: the cache, and the pool that
-/// answers a miss (never the session's own connection).
+/// Where a result's extended column metadata comes from: the relay's
+/// record of the connection, or, for a connection the relay cannot read
+/// (TLS), the JSON columns' cache and the pool that answers a miss (never
+/// the session's own connection).
 #[derive(Clone, Copy)]
 pub struct JsonLookup<'a> {
+    pub relayed: &'a ExtendedMetadata,
     pub columns: &'a JsonColumns,
+    /// The session's API user, whose answers are its own.
+    pub account: &'a str,
     pub pool: &'a mysql_async::Pool,
 }
 
 impl JsonLookup<'_> {
-    pub(super) async fn fields(&self, columns: &[Column]) -> Vec<pb::Field> {
+    /// The fields of `columns`, a result read on connection `conn`.
+    pub(super) async fn fields(&self, conn: u32, columns: &[Column]) -> Vec<pb::Field> {
         let mut fields: Vec<pb::Field> = columns.iter().map(field).collect();
-        self.columns.mark(self.pool, &mut fields).await;
+        match self.relayed.infos(conn, columns) {
+            Some(infos) => {
+                for (field, info) in fields.iter_mut().zip(infos) {
+                    // MariaDB's JSON is a BLOB (252) on the wire, which
+                    // the sidecar writes for the Vitess JSON type; another
+                    // blob type keeps its own (`column_type` names it).
+                    let blob = field.r#type == pb::Type::Text as i32
+                        || field.r#type == pb::Type::Blob as i32;
+                    if extended_metadata::is_json(&info) && blob && field.column_type.is_empty() {
+                        field.r#type = pb::Type::Json as i32;
+                    }
+                    field.extended_metadata = info.into();
+                }
+            }
+            None => {
+                self.columns
+                    .mark(self.account, self.pool, &mut fields)
+                    .await
+            }
+        }
         fields
     }
 }
@@ -241,6 +272,7 @@ async fn read_results<S: ResultSink>(
     sql: &[u8],
     sink: &mut S,
 ) -> Result<Outcome, BackendError> {
+    let id = conn.id();
     let result = conn.query_iter(sql).await?;
     // The text protocol's cells are the server's bytes (or NULL).
     let text_row = |columns: &[Column], row: &mysql_async::Row| {
@@ -249,14 +281,16 @@ async fn read_results<S: ResultSink>(
             _ => None,
         }))
     };
-    let outcome = feed_results(result, json, sink, text_row).await?;
+    let outcome = feed_results(result, id, json, sink, text_row).await?;
     Ok(with_connection_warnings(conn, outcome))
 }
 
-/// Feeds every result of `result` (text or binary protocol) to `sink`,
-/// each row packed by `pack`; what the results said, summed up.
+/// Feeds every result of `result` (text or binary protocol, read on
+/// connection `conn`) to `sink`, each row packed by `pack`; what the
+/// results said, summed up.
 pub(super) async fn feed_results<P, S, F>(
     mut result: mysql_async::QueryResult<'_, 'static, P>,
+    conn: u32,
     json: JsonLookup<'_>,
     sink: &mut S,
     pack: F,
@@ -283,7 +317,7 @@ where
             summary.ended_rows = true;
             outcome.had_rows = true;
             if flow == Flow::Continue {
-                flow = sink.fields(json.fields(&columns).await).await;
+                flow = sink.fields(json.fields(conn, &columns).await).await;
             }
         }
         while let Some(row) = result.next().await? {
@@ -324,6 +358,7 @@ pub fn field(column: &Column) -> pb::Field {
         decimals: u32::from(column.decimals()),
         flags: u32::from(flags),
         column_type: blob_subtype_name(column.column_type() as u8, flags).into(),
+        extended_metadata: Bytes::new(),
     }
 }
 
@@ -441,7 +476,7 @@ pub async fn prepare(
             });
         }
     };
-    let fields = json.fields(&stmt.columns()).await;
+    let fields = json.fields(conn.id(), &stmt.columns()).await;
     let params = u32::from(stmt.num_params());
     conn.close(stmt).await?;
     Ok((fields, params))

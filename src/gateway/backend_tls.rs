@@ -26,6 +26,11 @@ pub struct BackendTls {
     ssl: Option<SslOpts>,
     /// What the certificate is checked against, for error messages.
     trust: String,
+    /// `preferred`: whether the server offers TLS, decided once for every
+    /// account (it is the server's, not an account's): by the first whose
+    /// connection gets as far as the greeting's answer — an account whose
+    /// backend user does not exist yet decides nothing.
+    offered: OnceCell<Offered>,
 }
 
 impl BackendTls {
@@ -38,6 +43,7 @@ impl BackendTls {
                 mode,
                 ssl: None,
                 trust: String::new(),
+                offered: OnceCell::new(),
             });
         }
         let (roots, roots_named) = match &config.tls_ca {
@@ -67,6 +73,7 @@ impl BackendTls {
             mode,
             ssl: Some(ssl),
             trust: format!("verified against {roots_named} for the name {name:?}"),
+            offered: OnceCell::new(),
         })
     }
 
@@ -115,7 +122,6 @@ enum Offered {
 pub struct Pools {
     primary: [Pool; 2],
     plaintext: Option<[Pool; 2]>,
-    offered: OnceCell<Offered>,
     tls: std::sync::Arc<BackendTls>,
 }
 
@@ -130,7 +136,6 @@ impl Pools {
         Self {
             primary: pair(tls.ssl_opts()),
             plaintext,
-            offered: OnceCell::new(),
             tls,
         }
     }
@@ -138,7 +143,7 @@ impl Pools {
     /// The pool a session's connections come from. Until `preferred` is
     /// decided this is the TLS pool: nothing goes out in clear by default.
     pub fn pool_for(&self, client_found_rows: bool) -> &Pool {
-        let pair = match (&self.plaintext, self.offered.get()) {
+        let pair = match (&self.plaintext, self.tls.offered.get()) {
             (Some(plaintext), Some(Offered::Plaintext)) => plaintext,
             _ => &self.primary,
         };
@@ -157,7 +162,8 @@ impl Pools {
         if self.plaintext.is_none() {
             return Ok(());
         }
-        self.offered
+        self.tls
+            .offered
             .get_or_try_init(|| async {
                 match self.primary[0].get_conn().await {
                     Ok(_returned_to_the_pool) => {

@@ -148,6 +148,7 @@ async fn execute<S: ResultSink>(
     } else {
         mysql_async::Params::Positional(params)
     };
+    let id = conn.id();
     let result = conn.exec_iter(statement, params).await?;
     let binary_row = |columns: &[Column], row: &mysql_async::Row| {
         let cells: Vec<Option<Cow<[u8]>>> = (0..columns.len())
@@ -155,7 +156,7 @@ async fn execute<S: ResultSink>(
             .collect();
         pack_row(cells.iter().map(|c| c.as_deref()))
     };
-    let outcome = feed_results(result, json, sink, binary_row).await?;
+    let outcome = feed_results(result, id, json, sink, binary_row).await?;
     Ok(with_connection_warnings(conn, outcome))
 }
 

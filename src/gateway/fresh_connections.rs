@@ -24,9 +24,9 @@
 //! None of it costs a round trip on the common connect path (a reused
 //! connection): a thread id compare and two set lookups.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use mysql_async::Conn;
 
@@ -52,9 +52,11 @@ pub struct FreshConnections {
     /// their statement counters show the driver's own connect-time
     /// `SELECT @@wait_timeout`).
     known: Mutex<BTreeSet<u32>>,
-    /// The backend answered `COM_CHANGE_USER` with an error (vtgate does
-    /// not implement it).
-    no_change_user: AtomicBool,
+    /// API users whose backend account's `COM_CHANGE_USER` the backend
+    /// answered with an error (vtgate does not implement it). Per
+    /// account: one whose password changed or that was dropped since its
+    /// connection opened is refused too, which says nothing of the others.
+    no_change_user: Mutex<HashSet<String>>,
 }
 
 impl FreshConnections {
@@ -83,13 +85,19 @@ impl FreshConnections {
         remember(&mut self.known.lock().expect("not poisoned"), conn.id())
     }
 
-    /// Whether `COM_CHANGE_USER` may clear a connection's database.
-    pub fn change_user_works(&self) -> bool {
-        !self.no_change_user.load(Ordering::Relaxed)
+    /// Whether `COM_CHANGE_USER` may clear the database of a connection
+    /// of `account`.
+    pub fn change_user_works(&self, account: &str) -> bool {
+        !self
+            .no_change_user
+            .lock()
+            .expect("not poisoned")
+            .contains(account)
     }
 
-    pub fn change_user_refused(&self) {
-        self.no_change_user.store(true, Ordering::Relaxed);
+    pub fn change_user_refused(&self, account: &str) {
+        let mut refused = self.no_change_user.lock().expect("not poisoned");
+        refused.insert(account.to_string());
     }
 
     /// Whether a session left `conn` in a database (forgotten now: the

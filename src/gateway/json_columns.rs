@@ -1,12 +1,17 @@
-//! Which LONGTEXT columns are MariaDB JSON columns.
+//! Which LONGTEXT columns are MariaDB JSON columns, for backend
+//! connections the relay does not read (TLS, a backend across a network:
+//! `extended_metadata`); relayed ones get the server's own metadata.
 //!
 //! MariaDB's JSON is LONGTEXT with a `json_valid()` column check: on the
 //! wire it is a BLOB, and only MariaDB's extended column metadata
 //! (`format=json`, which `mysql_async` never asks for) says it is JSON.
 //! The gateway asks `information_schema.CHECK_CONSTRAINTS` instead, on a
-//! separate pooled connection (the session's is in the middle of a
-//! result), and keeps the answer per table for a short time; statements
-//! that may change a schema, run through the gateway, forget it all.
+//! separate pooled connection of the session's account (the session's
+//! connection is in the middle of a result), and keeps the answer per
+//! account and table for a short time (an account sees only the
+//! constraints of tables it has rights on: another's answer may not be
+//! its own); statements that may change a schema, run through the
+//! gateway, forget it all.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -33,10 +38,11 @@ const MAX_TABLES: usize = 1024;
 /// A table's JSON columns, and when they were looked up.
 type Entry = (Instant, Arc<HashSet<Vec<u8>>>);
 
-/// The JSON columns of recently seen tables.
+/// The JSON columns of recently seen tables, by the API user that looked
+/// them up and the table.
 #[derive(Default)]
 pub struct JsonColumns {
-    tables: Mutex<HashMap<Table, Entry>>,
+    tables: Mutex<HashMap<(String, Table), Entry>>,
 }
 
 impl JsonColumns {
@@ -45,8 +51,9 @@ impl JsonColumns {
         self.tables.lock().expect("not poisoned").clear();
     }
 
-    /// Gives the fields that are JSON columns the Vitess type JSON.
-    pub async fn mark(&self, pool: &mysql_async::Pool, fields: &mut [pb::Field]) {
+    /// Gives the fields that are JSON columns the Vitess type JSON, as
+    /// `account` (whose `pool` looks them up) sees them.
+    pub async fn mark(&self, account: &str, pool: &mysql_async::Pool, fields: &mut [pb::Field]) {
         let mut wanted: Vec<Table> = fields
             .iter()
             .filter(|f| may_be_json(f))
@@ -59,16 +66,17 @@ impl JsonColumns {
         wanted.dedup();
         let mut known = HashMap::new();
         for table in wanted {
-            if let Some(columns) = self.cached(&table) {
-                known.insert(table, columns);
-            } else if let Some(columns) = lookup(pool, &table).await {
+            let key = (account.to_string(), table);
+            if let Some(columns) = self.cached(&key) {
+                known.insert(key.1, columns);
+            } else if let Some(columns) = lookup(pool, &key.1).await {
                 let columns = Arc::new(columns);
                 let mut tables = self.tables.lock().expect("not poisoned");
                 if tables.len() >= MAX_TABLES {
                     tables.retain(|_, (at, _)| at.elapsed() < TTL);
                 }
-                tables.insert(table.clone(), (Instant::now(), columns.clone()));
-                known.insert(table, columns);
+                tables.insert(key.clone(), (Instant::now(), columns.clone()));
+                known.insert(key.1, columns);
             }
         }
         for field in fields.iter_mut().filter(|f| may_be_json(f)) {
@@ -82,9 +90,9 @@ impl JsonColumns {
         }
     }
 
-    fn cached(&self, table: &Table) -> Option<Arc<HashSet<Vec<u8>>>> {
+    fn cached(&self, key: &(String, Table)) -> Option<Arc<HashSet<Vec<u8>>>> {
         let tables = self.tables.lock().expect("not poisoned");
-        let (at, columns) = tables.get(table)?;
+        let (at, columns) = tables.get(key)?;
         (at.elapsed() < TTL).then(|| columns.clone())
     }
 }

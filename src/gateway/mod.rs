@@ -9,11 +9,13 @@ mod backend;
 mod backend_tls;
 mod binary;
 mod error_text;
+mod extended_metadata;
 mod fresh_connections;
 mod health;
 mod json_columns;
 pub mod packet_limit;
 mod rpc;
+mod series;
 mod service;
 mod session_reads;
 mod session_state;
@@ -23,6 +25,7 @@ mod stream;
 mod vitess;
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -84,7 +87,9 @@ impl Gateway {
             }
             _ => unreachable!("validate() requires a certificate source"),
         };
-        let accounts = accounts(&config)?;
+        let extended_metadata =
+            Arc::new(extended_metadata::ExtendedMetadata::start(&config.backend));
+        let accounts = accounts(&config, extended_metadata.socket())?;
         let key = match &config.sessions.signing_key {
             Some(secret) => {
                 Sessions::key_from_secret(&secret.resolve("gateway.sessions.signing_key")?)
@@ -110,6 +115,7 @@ impl Gateway {
                 limits: config.limits.clone(),
                 connect_timeout: config.backend.connect_timeout,
                 json_columns: Default::default(),
+                extended_metadata,
                 backend_packet: Default::default(),
                 backend_shares: backend_shares.clone(),
                 fresh: Default::default(),
@@ -212,6 +218,11 @@ impl Gateway {
         })
     }
 
+    /// Requests being served now (a streaming call once its body is read).
+    pub fn requests_in_flight(&self) -> i64 {
+        self.service.in_flight.get()
+    }
+
     /// What the admin endpoint reports for this gateway.
     pub fn health(&self) -> Arc<dyn crate::admin::Health> {
         self.health.clone()
@@ -291,7 +302,8 @@ fn connection_limits(config: &GatewayConfig) -> ConnectionLimits {
     }
 }
 
-fn accounts(config: &GatewayConfig) -> Result<Accounts, ConfigError> {
+/// The accounts' pools; plaintext ones connect through `relay` if given.
+fn accounts(config: &GatewayConfig, relay: Option<&Path>) -> Result<Accounts, ConfigError> {
     let tls = Arc::new(BackendTls::from_config(&config.backend)?);
     info!(tls = ?tls.mode(), "backend connections");
     let mut list = Vec::new();
@@ -310,6 +322,7 @@ fn accounts(config: &GatewayConfig) -> Result<Accounts, ConfigError> {
                 cred.database.as_deref(),
                 found_rows,
                 ssl,
+                relay,
             )
         });
         list.push(Account::new(

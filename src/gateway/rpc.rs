@@ -17,6 +17,7 @@ use crate::translate::{bind, session_track, statement};
 use super::auth::Account;
 use super::backend::{self, BackendError, Flow, JsonLookup, Outcome, ResultSink, Summary};
 use super::binary;
+use super::extended_metadata::ExtendedMetadata;
 use super::fresh_connections::{self, FreshConnections};
 use super::json_columns::JsonColumns;
 use super::packet_limit::BackendPacket;
@@ -33,6 +34,8 @@ pub struct Rpc {
     pub connect_timeout: Duration,
     /// Which LONGTEXT columns are MariaDB JSON, per table.
     pub json_columns: JsonColumns,
+    /// MariaDB's extended column metadata, relayed from the backend.
+    pub extended_metadata: Arc<ExtendedMetadata>,
     /// The backend's max_allowed_packet, once learned.
     pub backend_packet: BackendPacket,
     /// Each credential's share of the backend connections sessions hold.
@@ -221,7 +224,9 @@ impl Rpc {
 
     fn json<'a>(&'a self, account: &'a Account) -> JsonLookup<'a> {
         JsonLookup {
+            relayed: &self.extended_metadata,
             columns: &self.json_columns,
+            account: &account.username,
             pool: account.pool(),
         }
     }
@@ -662,15 +667,17 @@ impl Rpc {
             // A session without a database finds none, as on a fresh
             // connection (with one, it is selected below).
             let clear_database = state.target.is_none() && account.database.is_none();
-            let mut conn =
-                tokio::time::timeout(self.connect_timeout, self.fresh_conn(pool, clear_database))
-                    .await
-                    .map_err(|_| MysqlError {
-                        code: 2013,
-                        state: "HY000".into(),
-                        message: "timed out waiting for a backend connection".into(),
-                    })?
-                    .map_err(|e| e.to_mysql())?;
+            let mut conn = tokio::time::timeout(
+                self.connect_timeout,
+                self.fresh_conn(&account.username, pool, clear_database),
+            )
+            .await
+            .map_err(|_| MysqlError {
+                code: 2013,
+                state: "HY000".into(),
+                message: "timed out waiting for a backend connection".into(),
+            })?
+            .map_err(|e| e.to_mysql())?;
             // A pooled connection has the pool's character set and the
             // server's default mode, whatever the last one had.
             state.charset = None;
@@ -720,6 +727,7 @@ impl Rpc {
     /// closed instead).
     async fn fresh_conn(
         &self,
+        account: &str,
         pool: &mysql_async::Pool,
         clear_database: bool,
     ) -> Result<mysql_async::Conn, BackendError> {
@@ -735,15 +743,16 @@ impl Rpc {
             if !(self.fresh.take_moved(&conn) && clear_database) {
                 return Ok(conn);
             }
-            if self.fresh.change_user_works() {
+            if self.fresh.change_user_works(account) {
                 match conn.change_user(Default::default()).await {
                     Ok(()) => return Ok(conn),
                     Err(mysql_async::Error::Server(e)) => {
                         warn!(
                             code = e.code,
-                            "the backend refuses COM_CHANGE_USER: connections left in a database are closed instead"
+                            user = account,
+                            "the backend refuses COM_CHANGE_USER: this credential's connections left in a database are closed instead"
                         );
-                        self.fresh.change_user_refused();
+                        self.fresh.change_user_refused(account);
                     }
                     Err(e) => return Err(e.into()),
                 }

@@ -7,29 +7,33 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tracing::{Instrument, debug, info_span};
+use tracing::field::{Empty, display};
+use tracing::{Instrument, Span, debug, debug_span, info_span};
 
-use crate::admin::metrics::{Gauge, Metric, metrics};
+use crate::admin::metrics::{Gauge, Metric};
 use crate::telemetry::TraceId;
 
 use crate::api::compression::SUPPORTED;
-use crate::api::connect::take_envelope;
+use crate::api::connect::{ENVELOPE_HEADER, take_whole_envelope};
+use crate::api::stream_coding::BodyDecoder;
 use crate::api::strict_text::StrictText;
 use crate::api::{
-    ApiError, Code, Codec, Encoding, Framing, MAX_REQUEST_BYTES_HEADER, Method, RAW_TEXT_HEADER,
+    ApiError, BODY_ENCODING_HEADER, Code, Codec, Encoding, Framing, MAX_REQUEST_BYTES_HEADER,
+    Method, RAW_TEXT_HEADER,
 };
 use crate::transport::run_to_end::RunToEnd;
-use crate::transport::{Body, BodyError, Chunks, Handler, Request, Response};
+use crate::transport::{Body, BodyError, Chunks, Handler, Request, RequestBody, Response};
 
 use super::auth::{Account, Accounts};
 use super::rpc::Rpc;
+use super::series;
 use super::stream::StreamSink;
 use crate::api::connect::encode_message_with;
-use crate::api::effort::effort_for;
+use crate::api::effort::effort_within;
 use crate::transport::link::Link;
 
 /// A refused request's body is read and dropped when it declares at most
@@ -72,24 +76,13 @@ struct Wire {
 impl Handler for Arc<Service> {
     fn handle(&self, request: Request) -> Pin<Box<dyn Future<Output = Response> + Send>> {
         let service = self.clone();
-        // The caller's trace id (the sidecar's `traceparent`), so this
-        // request's log lines can be joined with the sidecar's.
-        let trace = header_str(&request.headers, "traceparent")
-            .and_then(TraceId::from_traceparent)
-            .unwrap_or_else(TraceId::random);
-        let span = info_span!(
-            "request",
-            trace_id = %trace,
-            path = %request.path,
-            version = request.version.as_str()
-        );
-        let method = Method::from_path(&request.path).map_or("unknown", Method::name);
-        let transport = request.version.as_str();
-        let streaming = Method::from_path(&request.path).is_some_and(Method::is_streaming);
+        let span = request_span(&request);
+        let method = Method::from_path(request.path());
+        let version = request.version;
+        let streaming = method.is_some_and(Method::is_streaming);
         Box::pin(
             async move {
                 let started = Instant::now();
-                let m = metrics();
                 // Streams count themselves in flight while they run.
                 let _in_flight = (!streaming).then(|| InFlight::new(&service.in_flight));
                 let response = service.serve(request).await;
@@ -98,15 +91,12 @@ impl Handler for Arc<Service> {
                 } else {
                     Code::from_http_status(response.status.as_u16()).as_str()
                 };
-                m.gateway.requests.with(&[method, transport, outcome]).inc();
+                series::count_request(method, version, outcome);
                 if let Body::Full(body) = &response.body {
-                    m.gateway.bytes.with(&["sent"]).add(body.len() as u64);
+                    series::bytes_sent().add(body.len() as u64);
                 }
                 if !streaming {
-                    m.gateway
-                        .duration
-                        .with(&[method, transport])
-                        .observe(started.elapsed());
+                    series::observe(method, version, started.elapsed());
                 }
                 debug!(status = response.status.as_u16(), "answered");
                 response
@@ -114,6 +104,25 @@ impl Handler for Arc<Service> {
             .instrument(span),
         )
     }
+}
+
+/// The request's span. A caller that traces (the sidecar sends
+/// `traceparent` for the commands it logs) gets one at info, so the two
+/// logs join at the gateway's default level. Otherwise it is a debug
+/// span, whose fields are formatted, and trace id made, only when it is
+/// logged: at info they were work on every request for no line.
+fn request_span(request: &Request) -> Span {
+    let version = request.version.as_str();
+    if let Some(trace) =
+        header_str(&request.headers, "traceparent").and_then(TraceId::from_traceparent)
+    {
+        return info_span!("request", trace_id = %trace, path = %request.path(), version);
+    }
+    let span = debug_span!("request", trace_id = Empty, path = %request.path(), version);
+    if !span.is_disabled() {
+        span.record("trace_id", display(TraceId::random()));
+    }
+    span
 }
 
 /// Counts a request in flight (the drain waits for these) while alive.
@@ -141,10 +150,13 @@ impl Service {
                 .insert(header::ALLOW, HeaderValue::from_static("POST"));
             return response;
         }
-        let Some(method) = Method::from_path(&request.path) else {
+        let Some(method) = Method::from_path(request.path()) else {
             return render_error(
                 None,
-                &ApiError::new(Code::NotFound, format!("no such method: {}", request.path)),
+                &ApiError::new(
+                    Code::NotFound,
+                    format!("no such method: {}", request.path()),
+                ),
             );
         };
         let content_type =
@@ -182,15 +194,31 @@ impl Service {
                 Ok(e) => e,
                 Err(e) => return render_error(Some(wire), &e),
             };
+        // A unary body is its message; a streaming body may also be coded
+        // as a whole, envelope and all (see BODY_ENCODING_HEADER).
+        let codings = match framing {
+            Framing::Unary => Ok(Codings {
+                body: request_encoding,
+                message: Encoding::Identity,
+            }),
+            Framing::Streaming => {
+                Encoding::from_header(header_str(&request.headers, "content-encoding")).map(
+                    |body| Codings {
+                        body,
+                        message: request_encoding,
+                    },
+                )
+            }
+        };
+        let codings = match codings {
+            Ok(codings) => codings,
+            Err(e) => return render_error(Some(wire), &e),
+        };
         wire.response_encoding = Encoding::negotiate(
             request_encoding,
             header_str(&request.headers, accept_header),
         );
-        let mut response = match self
-            .clone()
-            .dispatch(method, wire, request_encoding, request)
-            .await
-        {
+        let mut response = match self.clone().dispatch(method, wire, codings, request).await {
             Ok(response) => response,
             Err(e) => render_error(Some(wire), &e),
         };
@@ -203,6 +231,9 @@ impl Service {
         response
             .headers
             .insert(MAX_REQUEST_BYTES_HEADER, HeaderValue::from(limit));
+        response
+            .headers
+            .insert(BODY_ENCODING_HEADER, HeaderValue::from_static(SUPPORTED));
         response
     }
 
@@ -224,7 +255,7 @@ impl Service {
         self: Arc<Self>,
         method: Method,
         wire: Wire,
-        request_encoding: Encoding,
+        codings: Codings,
         request: Request,
     ) -> Result<Response, ApiError> {
         // Authenticate from the headers, before reading any of the body:
@@ -254,44 +285,24 @@ impl Service {
         };
         request.peer.release();
         let limit = self.request_limit(&account).await;
-        let body = request
-            .body
-            .read(limit, self.request_body_timeout)
-            .await
-            .map_err(|e| match e {
-                BodyError::TooLarge { limit } => ApiError::new(
-                    Code::ResourceExhausted,
-                    format!("request body larger than max_request_bytes ({limit} bytes)"),
-                ),
-                BodyError::TimedOut { after } => ApiError::new(
-                    Code::DeadlineExceeded,
-                    format!(
-                        "request body not received within gateway.timeouts.request_body ({after:?})"
-                    ),
-                ),
-                BodyError::Broken(detail) => {
-                    ApiError::new(Code::Canceled, format!("request body: {detail}"))
-                }
-            })?;
-        metrics()
-            .gateway
-            .bytes
-            .with(&["received"])
-            .add(body.len() as u64);
+        // An enveloped message may be as large as the limit.
+        let decoded_limit = match wire.framing {
+            Framing::Unary => limit,
+            Framing::Streaming => limit.saturating_add(ENVELOPE_HEADER),
+        };
+        let body = read_decoded(
+            request.body,
+            codings.body,
+            limit,
+            decoded_limit,
+            self.request_body_timeout,
+        )
+        .await?;
         let message = match wire.framing {
-            Framing::Unary => request_encoding.decompress(body, limit),
-            Framing::Streaming => single_envelope(body, request_encoding, limit),
-        }
-        .map_err(|e| match e.code {
-            // Named as the limit a client can find in our configuration.
-            Code::ResourceExhausted => ApiError::new(
-                Code::ResourceExhausted,
-                format!(
-                    "request body larger than max_request_bytes ({limit} bytes) after decompression"
-                ),
-            ),
-            _ => e,
-        })?;
+            Framing::Unary => body,
+            Framing::Streaming => single_envelope(body, codings.message, limit)
+                .map_err(|e| after_decompression(e, limit))?,
+        };
         let rpc = &self.rpc;
         let link = self.link_of(&request.link);
         match method {
@@ -329,9 +340,10 @@ impl Service {
                     tx,
                 )
                 .raw_text(wire.raw_text)
-                .link(link);
+                .link(link)
+                .near_rtt(limits.near_rtt);
                 let service = self.clone();
-                let transport = request.version.as_str();
+                let version = request.version;
                 let in_flight = InFlight::new(&self.in_flight);
                 // The statement runs as the transport reads the body (on
                 // its task), and to its end even if the client goes.
@@ -339,11 +351,7 @@ impl Service {
                     async move {
                         let started = Instant::now();
                         service.rpc.stream_execute(account, req, sink).await;
-                        metrics()
-                            .gateway
-                            .duration
-                            .with(&[Method::StreamExecute.name(), transport])
-                            .observe(started.elapsed());
+                        series::observe(Some(Method::StreamExecute), version, started.elapsed());
                         drop(in_flight);
                     }
                     .in_current_span(),
@@ -380,7 +388,8 @@ impl Service {
             message.strict_text()
         };
         let message = strict.as_ref().unwrap_or(message);
-        let effort = || effort_for(link.estimate());
+        let near_rtt = self.rpc.limits.near_rtt;
+        let effort = || effort_within(link.estimate(), near_rtt);
         let (body, compressed) =
             encode_message_with(wire.codec, wire.response_encoding, min, effort, message);
         let mut headers = base_headers(wire);
@@ -498,10 +507,99 @@ fn plain(status: StatusCode, text: &'static str) -> Response {
     }
 }
 
+/// How a request's bytes are coded: the whole body (HTTP
+/// `Content-Encoding`), and a streaming request's message inside its
+/// envelope (`Connect-Content-Encoding`).
+#[derive(Clone, Copy)]
+struct Codings {
+    body: Encoding,
+    message: Encoding,
+}
+
+/// Reads the request body, decoding it as it arrives (zstd a piece at a
+/// time: the last piece is decoded moments after it lands, not the whole
+/// body after all of it has), refused past `limit` bytes on the wire or
+/// `decoded_limit` decoded.
+async fn read_decoded(
+    body: RequestBody,
+    encoding: Encoding,
+    limit: usize,
+    decoded_limit: usize,
+    deadline: Duration,
+) -> Result<Bytes, ApiError> {
+    let mut wire = 0;
+    let decoded = if encoding == Encoding::Identity {
+        let read = body.read(limit, deadline).await;
+        wire = read.as_ref().map_or(0, Bytes::len);
+        read.map_err(|e| body_error(e, limit))
+    } else {
+        let mut decoder = BodyDecoder::new(encoding, decoded_limit);
+        let mut refused = None;
+        let read = body
+            .read_with(limit, deadline, |piece| {
+                wire += piece.len();
+                match decoder.push(&piece) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        refused = Some(e);
+                        false
+                    }
+                }
+            })
+            .await;
+        match read {
+            Ok(()) => decoder.finish().map_err(|e| after_decompression(e, limit)),
+            Err(BodyError::Stopped) => Err(after_decompression(
+                refused.unwrap_or_else(|| {
+                    ApiError::new(Code::Internal, "request body stopped without a reason")
+                }),
+                limit,
+            )),
+            Err(e) => Err(body_error(e, limit)),
+        }
+    };
+    series::bytes_received().add(wire as u64);
+    decoded
+}
+
+/// A decoded body or message over the limit, named as the limit a client
+/// can find in our configuration.
+fn after_decompression(e: ApiError, limit: usize) -> ApiError {
+    match e.code {
+        Code::ResourceExhausted => ApiError::new(
+            Code::ResourceExhausted,
+            format!(
+                "request body larger than max_request_bytes ({limit} bytes) after decompression"
+            ),
+        ),
+        _ => e,
+    }
+}
+
+fn body_error(e: BodyError, limit: usize) -> ApiError {
+    match e {
+        BodyError::TooLarge { limit } => ApiError::new(
+            Code::ResourceExhausted,
+            format!("request body larger than max_request_bytes ({limit} bytes)"),
+        ),
+        BodyError::TimedOut { after } => ApiError::new(
+            Code::DeadlineExceeded,
+            format!("request body not received within gateway.timeouts.request_body ({after:?})"),
+        ),
+        BodyError::Broken(detail) => {
+            ApiError::new(Code::Canceled, format!("request body: {detail}"))
+        }
+        BodyError::Stopped => ApiError::new(
+            Code::ResourceExhausted,
+            format!("request body refused (max_request_bytes {limit} bytes)"),
+        ),
+    }
+}
+
 /// A streaming request body is exactly one enveloped message.
 fn single_envelope(body: Bytes, encoding: Encoding, limit: usize) -> Result<Bytes, ApiError> {
-    let mut buf = BytesMut::from(&body[..]);
-    let envelope = take_envelope(&mut buf, limit)?
+    let mut buf = body;
+    let envelope = take_whole_envelope(&mut buf, limit)?
         .ok_or_else(|| ApiError::new(Code::InvalidArgument, "truncated request envelope"))?;
     if !buf.is_empty() || envelope.is_end_stream() {
         return Err(ApiError::new(

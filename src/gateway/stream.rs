@@ -8,14 +8,15 @@
 //! five, which is most of the cost of a point query on both ends.
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::time::Instant;
 
-use crate::api::connect::{FLAG_COMPRESSED, encode_message_with, end_stream, put_envelope};
-use crate::api::effort::effort_for;
+use crate::api::connect::{end_stream, put_message_with};
+use crate::api::effort::{NEAR_RTT, effort_within};
 use crate::api::pb;
 use crate::api::strict_text::StrictText;
 use crate::api::{ApiError, Codec, Encoding};
@@ -34,6 +35,8 @@ pub struct StreamSink {
     /// Where the response goes: how hard to compress is chosen from it,
     /// and what the transport's pace shows is recorded in it.
     link: Link,
+    /// Links of a round trip under this are near (`limits.near_rtt`).
+    near_rtt: Duration,
     /// Sizes of the chunks in the channel, oldest first: when the channel
     /// is full, the transport's next take is the oldest.
     queued: VecDeque<usize>,
@@ -66,6 +69,7 @@ impl StreamSink {
             target,
             tx,
             link: Link::default(),
+            near_rtt: NEAR_RTT,
             queued: VecDeque::new(),
             out: BytesMut::new(),
             single_result: false,
@@ -79,6 +83,12 @@ impl StreamSink {
     /// The connection the response leaves on (see [`Link`]).
     pub fn link(mut self, link: Link) -> Self {
         self.link = link;
+        self
+    }
+
+    /// Where near links end (`gateway.limits.near_rtt`).
+    pub fn near_rtt(mut self, near_rtt: Duration) -> Self {
+        self.near_rtt = near_rtt;
         self
     }
 
@@ -174,21 +184,16 @@ impl StreamSink {
             message.strict_text()
         };
         let message = strict.as_ref().unwrap_or(message);
-        let link = &self.link;
-        let (payload, compressed) = encode_message_with(
+        let (link, near_rtt) = (&self.link, self.near_rtt);
+        let sent = put_message_with(
+            &mut self.out,
             self.codec,
             self.encoding,
             self.compress_min,
-            || effort_for(link.estimate()),
+            || effort_within(link.estimate(), near_rtt),
             message,
         );
-        let flags = if compressed { FLAG_COMPRESSED } else { 0 };
-        crate::admin::metrics::metrics()
-            .gateway
-            .bytes
-            .with(&["sent"])
-            .add(payload.len() as u64);
-        put_envelope(&mut self.out, flags, &payload);
+        super::series::bytes_sent().add(sent as u64);
         if self.out.len() >= self.target {
             self.push().await;
         }

@@ -286,6 +286,10 @@ pub struct ColumnDefinition<'a> {
     pub decimals: u8,
     /// A JSON column: described per [`ColumnStyle`].
     pub json: bool,
+    /// MariaDB's extended type info as the backend sent it (the string's
+    /// content), written as it is to clients that take it; empty when
+    /// the backend sent none or it is not known (then `json` decides).
+    pub extended: &'a [u8],
 }
 
 impl Default for ColumnDefinition<'_> {
@@ -302,6 +306,7 @@ impl Default for ColumnDefinition<'_> {
             flags: 0,
             decimals: 0,
             json: false,
+            extended: b"",
         }
     }
 }
@@ -320,7 +325,9 @@ fn write_column(b: &mut BytesMut, style: ColumnStyle, column: &ColumnDefinition<
     if style == ColumnStyle::MariadbExtended {
         // A length-encoded block of [kind][lenenc value] entries, placed
         // between org_name and the fixed fields.
-        if column.json {
+        if !column.extended.is_empty() {
+            b.put_lenenc_str(column.extended);
+        } else if column.json {
             const FORMAT: &[u8] = b"json";
             b.put_lenenc_int(2 + FORMAT.len() as u64);
             b.put_u8(METADATA_FORMAT_NAME);

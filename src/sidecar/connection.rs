@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use futures_util::FutureExt;
 use tracing::Instrument;
 
-use crate::client::{CallError, ExecuteStream, RawSession};
+use crate::client::{CallError, Client, ExecuteStream, RawSession};
 use crate::mysql::MysqlError;
 use crate::mysql::auth::{Authenticated, Handshake};
 use crate::mysql::packet::{Packet, Packets};
@@ -46,12 +46,16 @@ pub struct Connection {
     shared: Arc<Shared>,
     registration: Registration,
     handshake: Handshake,
+    /// The gateway credential of the logged-in account: every request of
+    /// its sessions carries it (a session is never used under another).
+    upstream: Client,
     /// Everything the connection remembers between commands, and every
     /// answer's rules.
     core: CommandPhase<ExecuteStream>,
-    /// The login's database, taken as known without a request: forgotten
-    /// if its first request finds it gone.
-    unchecked_database: Option<String>,
+    /// The login's database, taken as known without a request (as
+    /// remembered: with its credential): forgotten if its first request
+    /// finds it gone.
+    unchecked_database: Option<(String, String)>,
 }
 
 impl Connection {
@@ -86,11 +90,13 @@ impl Connection {
             shared.client.is_myquic_gateway(),
         ))
         .with_budget(budget);
+        let upstream = shared.upstreams.for_user(&login.user).clone();
         Self {
             io,
             shared,
             registration,
             handshake,
+            upstream,
             core,
             unchecked_database: None,
         }
@@ -191,7 +197,8 @@ impl Connection {
             }
             let refused = self.core.session().target_refused();
             if refused && let Some(db) = self.unchecked_database.take() {
-                // It was selected once, and is gone now.
+                // It was selected once, and is gone now (or this
+                // credential lost its rights to it).
                 self.shared
                     .known_databases
                     .lock()
@@ -207,7 +214,7 @@ impl Connection {
         // before the gateway has heard it.
         drop(self.io);
         if let Some(cookie) = self.core.session_mut().reset() {
-            let client = &self.shared.client;
+            let client = &self.upstream;
             let close = async {
                 // A statement just cancelled may still hold the session at
                 // the gateway (it answers `aborted` until the statement is
@@ -226,7 +233,7 @@ impl Connection {
     /// transaction); the client is not kept waiting for it.
     fn close_in_background(&self, cookie: Option<RawSession>) {
         if let Some(cookie) = cookie {
-            let client = self.shared.client.clone();
+            let client = self.upstream.clone();
             tokio::spawn(async move {
                 let _ = client.close_session(&cookie).await;
             });
@@ -263,19 +270,14 @@ impl Connection {
                 .unwrap_or_else(|| self.core.no_such_thread(id, out)),
             Step::Prepare(sql) => {
                 let cookie = self.core.session().cookie();
-                match self.shared.client.prepare(cookie, sql.clone()).await {
+                match self.upstream.prepare(cookie, sql.clone()).await {
                     Ok(reply) => self.core.prepared(sql, reply, out),
                     Err(e) => self.core.call_failed(&e, false, out),
                 }
             }
             Step::FieldList(sql) => {
                 let cookie = self.core.session().cookie();
-                match self
-                    .shared
-                    .client
-                    .execute(cookie, sql, HashMap::new())
-                    .await
-                {
+                match self.upstream.execute(cookie, sql, HashMap::new()).await {
                     Ok(reply) => self.core.field_list_answered(reply, out),
                     Err(e) => self.core.call_failed(&e, false, out),
                 }
@@ -301,7 +303,11 @@ impl Connection {
                 // KILL ownership follows the connection's new user.
                 self.registration.logged_in(&login.user);
                 let old = self.core.user_changed(login.charset);
+                // The old session under its own credential; the new user's
+                // sessions under the new user's (a server's change of user
+                // resets the session; so does the new credential's).
                 self.close_in_background(old);
+                self.upstream = self.shared.upstreams.for_user(&login.user).clone();
                 if let Some(db) = login.database {
                     self.start_in_named(&db, login.charset).await;
                 }
@@ -313,8 +319,7 @@ impl Connection {
                 let text = format!(
                     "Threads: {}  Transport: {}",
                     self.shared.registry.len(),
-                    self.shared
-                        .client
+                    self.upstream
                         .transport()
                         .map_or("none".to_string(), |t| format!("{t:?}"))
                 );
@@ -336,21 +341,24 @@ impl Connection {
             return self.core.take_owed_error().map_or(Ok(()), Err);
         }
         self.core.start_in(db);
+        let key = self.known(db.to_string());
         let known = (self.shared.known_databases.lock())
             .expect("not poisoned")
-            .contains(db);
+            .contains(&key);
         if known {
-            self.unchecked_database = Some(db.to_string());
+            self.unchecked_database = Some(key);
             return Ok(());
         }
         let mut reply = self
-            .shared
-            .client
+            .upstream
             .execute(self.core.session().cookie(), "DO 0", HashMap::new())
             .await
             .map_err(|e| errors::from_call(&e, false))?;
         self.core.update_session(&mut reply);
-        if self.core.session().target_refused() {
+        // Refused: the database (1049, 1044), or the account itself — a
+        // backend account that does not exist (yet) or whose password
+        // differs (1045), which a server refuses at connect too.
+        if self.core.session().target_refused() || reply.message.error.is_some() {
             // The gateway made a session anyway: it must not wait for its
             // idle timeout.
             let cookie = self.core.session_mut().reset();
@@ -362,9 +370,15 @@ impl Connection {
         }
         let mut known = self.shared.known_databases.lock().expect("not poisoned");
         if known.len() < KNOWN_DATABASES_MAX {
-            known.insert(db.to_string());
+            known.insert(key);
         }
         Ok(())
+    }
+
+    /// A login database as remembered: with the credential that selected
+    /// it, since what one backend account may use another may not.
+    fn known(&self, db: String) -> (String, String) {
+        (self.upstream.credential().username().to_string(), db)
     }
 
     /// Sends the login's last packets, or the refusal of its database in
@@ -420,8 +434,7 @@ impl Connection {
         let charset = crate::translate::sql_text::Charset::from_collation(collation);
         let sql = statement::use_database(db, charset);
         let mut reply = self
-            .shared
-            .client
+            .upstream
             .execute(self.core.session().cookie(), sql, HashMap::new())
             .await
             .map_err(|e| errors::from_call(&e, false))?;
@@ -435,8 +448,7 @@ impl Connection {
     async fn use_database(&mut self, db: &str) {
         let sql = format!("USE `{}`", db.replace('`', "``"));
         let reply = self
-            .shared
-            .client
+            .upstream
             .execute(self.core.session().cookie(), sql, HashMap::new())
             .await;
         match reply {
@@ -465,8 +477,7 @@ impl Connection {
             return;
         };
         let Ok(mut reply) = self
-            .shared
-            .client
+            .upstream
             .execute(self.core.session().cookie(), sql, HashMap::new())
             .await
         else {
@@ -518,8 +529,7 @@ impl Connection {
             .begin_execution(format, cursor)
             .in_call_of(call_of);
         let stream = self
-            .shared
-            .client
+            .upstream
             .stream_execute_as(self.core.session().cookie(), sql, binds, prepared)
             .await;
         let mut stream = match stream {

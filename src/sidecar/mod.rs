@@ -10,6 +10,7 @@
 //! - [`io`]: a client's socket as MySQL packets;
 //! - [`front_tls`]: TLS toward local clients;
 //! - [`session`]: the psdb session each client connection owns;
+//! - [`upstreams`]: the gateway credential each local account runs under;
 //! - [`registry`]: live connections by id, for `KILL`;
 //! - [`drain`]: the graceful shutdown, and the health and metrics the
 //!   admin endpoint reports;
@@ -25,6 +26,7 @@ pub mod io;
 pub mod login;
 pub mod registry;
 pub mod session;
+pub mod upstreams;
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -53,7 +55,10 @@ use io::{Framed, Stream};
 
 /// What every client connection shares.
 pub struct Shared {
+    /// The sidecar's own gateway credential (`[sidecar.upstream]`).
     pub client: Client,
+    /// Each local account's credential (the same connection).
+    pub upstreams: upstreams::Upstreams,
     pub registry: Arc<registry::Registry>,
     auth: RwLock<Arc<AuthConfig>>,
     tls: Option<TlsAcceptor>,
@@ -73,10 +78,12 @@ pub struct Shared {
     /// `target_string` names (learned at start; until then, and with a
     /// gateway that does not, the database is selected by a `USE`).
     pub upstream_targets: AtomicBool,
-    /// Databases the gateway has selected as a login's default database:
-    /// a later login naming one of them is not checked again (see
-    /// `Connection::open_login_database`). Bounded; forgotten when refused.
-    pub known_databases: Mutex<HashSet<String>>,
+    /// Databases the gateway has selected as a login's default database,
+    /// with the API user it selected them for: a later login of the same
+    /// credential naming one of them is not checked again (see
+    /// `Connection::open_login_database`); another credential's account
+    /// may be refused it (1044). Bounded; forgotten when refused.
+    pub known_databases: Mutex<HashSet<(String, String)>>,
     /// The greeting's version is final: configured, or learned from the
     /// backend (see [`GREETING_WAIT`]).
     version_known: tokio::sync::watch::Sender<bool>,
@@ -120,6 +127,7 @@ impl Sidecar {
                 reason: e.to_string(),
             }
         })?;
+        let upstreams = upstreams::Upstreams::new(client.clone(), &config.auth.users)?;
         let front_tls = front_tls::acceptor(&config.tls, config.listen)?;
         let auth = auth_config(&config, front_tls.is_some())?;
         let plugin_follows_version = config.auth.plugin == "auto";
@@ -130,6 +138,7 @@ impl Sidecar {
         }
         let shared = Arc::new(Shared {
             client,
+            upstreams,
             registry: registry::Registry::new(),
             auth: RwLock::new(Arc::new(auth)),
             tls: front_tls,
@@ -182,6 +191,14 @@ impl Sidecar {
             %addr,
             socket = ?config.socket,
             gateway = %config.upstream.url,
+            // Names only: which accounts run as a backend identity of their own.
+            own_credentials = ?config
+                .auth
+                .users
+                .iter()
+                .filter(|u| u.upstream_username.is_some())
+                .map(|u| u.username.as_str())
+                .collect::<Vec<_>>(),
             quic_congestion = %config.upstream.congestion,
             tcp_congestion = config.upstream.tcp_congestion.as_ref().map_or("host default", |c| c.as_str()),
             "sidecar listening"

@@ -28,6 +28,7 @@ pub fn definition(field: &pb::Field) -> ColumnDefinition<'_> {
         flags: saturate_u16(field.flags),
         decimals: u8::try_from(field.decimals).unwrap_or(u8::MAX),
         json: field.r#type == pb::Type::Json as i32,
+        extended: &field.extended_metadata,
     }
 }
 
@@ -234,6 +235,7 @@ mod tests {
             decimals: 0,
             flags: u32::from(flags),
             column_type: String::new(),
+            extended_metadata: Bytes::new(),
         }
     }
 

@@ -46,6 +46,15 @@ pub struct ConnectOptions {
     pub idle_timeout: Duration,
 }
 
+/// A request body: whole, or made piece by piece while it is sent (a
+/// large body compressed as it goes out, so the link is busy while the
+/// rest is compressed). The pieces are made on the sending task, which
+/// lets the connection's own tasks run between them.
+pub enum Outgoing {
+    Full(Bytes),
+    Pieces(Box<dyn Iterator<Item = Bytes> + Send>),
+}
+
 /// One connection to a gateway.
 #[derive(Clone)]
 pub enum Connection {
@@ -273,6 +282,17 @@ impl Connection {
     /// Sends one request with its whole body and waits for the response
     /// head.
     pub async fn send(&self, request: http::Request<Bytes>) -> Result<ResponseStream, ClientError> {
+        self.send_body(request.map(Outgoing::Full)).await
+    }
+
+    /// Sends one request, its body whole or piece by piece, and waits for
+    /// the response head. A body cut short (a failed write, or this future
+    /// dropped) resets the stream: the server never sees a shorter body
+    /// end as if it were whole.
+    pub async fn send_body(
+        &self,
+        request: http::Request<Outgoing>,
+    ) -> Result<ResponseStream, ClientError> {
         match self {
             Self::H3 { send, .. } => {
                 let (parts, body) = request.into_parts();
@@ -287,15 +307,10 @@ impl Connection {
                     request_sent: false,
                 });
                 let broken = |e: h3::error::StreamError| ClientError::Broken(describe(&e));
-                let sent = if body.is_empty() {
-                    exchange.stream.finish().await
-                } else {
-                    match exchange.stream.send_data(body).await {
-                        Ok(()) => exchange.stream.finish().await,
-                        Err(e) => Err(e),
-                    }
-                };
-                exchange.request_sent = true;
+                let sent = send_h3_body(&mut exchange.stream, body).await;
+                // Sent whole, or already failed: a stream whose body failed
+                // midway is reset when the exchange goes.
+                exchange.request_sent = sent.is_ok();
                 // A server may answer before it has read the whole request
                 // and stop our sending (a 401 from the headers alone):
                 // RFC 9114 §4.1 says a client must not discard that
@@ -328,6 +343,29 @@ impl Connection {
             }
         }
     }
+}
+
+/// Writes `body` and finishes the stream; the caller's [`H3Exchange`]
+/// resets it if this stops before the end.
+async fn send_h3_body(stream: &mut H3Stream, body: Outgoing) -> Result<(), h3::error::StreamError> {
+    match body {
+        Outgoing::Full(bytes) => {
+            if !bytes.is_empty() {
+                stream.send_data(bytes).await?;
+            }
+        }
+        Outgoing::Pieces(pieces) => {
+            for piece in pieces {
+                if !piece.is_empty() {
+                    stream.send_data(piece).await?;
+                }
+                // quinn's driver sends what was written while the next
+                // piece is made (on another worker, or now on this one).
+                tokio::task::yield_now().await;
+            }
+        }
+    }
+    stream.finish().await
 }
 
 /// Whether the server refused an HTTP/3 request unprocessed.

@@ -24,7 +24,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
-use super::client::ClientError;
+use super::client::{ClientError, Outgoing};
 
 /// The largest response header block taken (hyper's client default).
 const MAX_HEADER_LIST: u32 = 16 << 10;
@@ -98,17 +98,24 @@ where
     Ok((send, done))
 }
 
-/// Sends `request` with `body` on a new stream and waits for the response
-/// head.
+/// Sends `request` with its body on a new stream and waits for the
+/// response head.
 pub(super) async fn send(
     send: &SendRequest<Bytes>,
-    request: http::Request<Bytes>,
+    request: http::Request<Outgoing>,
 ) -> Result<http::Response<RecvStream>, ClientError> {
     let (mut parts, body) = request.into_parts();
-    parts.headers.insert(
-        http::header::CONTENT_LENGTH,
-        http::HeaderValue::from(body.len()),
-    );
+    // A body made piece by piece has no length until it is sent.
+    let empty = match &body {
+        Outgoing::Full(bytes) => {
+            parts.headers.insert(
+                http::header::CONTENT_LENGTH,
+                http::HeaderValue::from(bytes.len()),
+            );
+            bytes.is_empty()
+        }
+        Outgoing::Pieces(_) => false,
+    };
     let mut send = send
         .clone()
         .ready()
@@ -116,15 +123,19 @@ pub(super) async fn send(
         .map_err(|e| ClientError::NotSent(e.to_string()))?;
     // An error here is h2 refusing to open the stream (the connection is
     // gone or going away): nothing was written.
-    let (response, mut stream) = send
-        .send_request(http::Request::from_parts(parts, ()), body.is_empty())
+    let (response, stream) = send
+        .send_request(http::Request::from_parts(parts, ()), empty)
         .map_err(|e| ClientError::NotSent(e.to_string()))?;
     // From here on the server may see the request. h2 queues the body and
     // writes it as the windows allow.
-    let sent = if body.is_empty() {
-        Ok(())
-    } else {
-        stream.send_data(body, true)
+    let mut stream = ResetUnlessEnded {
+        stream,
+        ended: empty,
+    };
+    let sent = match body {
+        _ if empty => Ok(()),
+        Outgoing::Full(bytes) => stream.send(bytes, true),
+        Outgoing::Pieces(pieces) => send_pieces(&mut stream, pieces).await,
     };
     // A server may answer before it has read the whole request (a 401 from
     // the headers alone): that response is read whatever the sending came
@@ -135,6 +146,44 @@ pub(super) async fn send(
             Err(ClientError::NotSent(e.to_string()))
         }
         Err(e) => Err(ClientError::Broken(sent.err().unwrap_or(e).to_string())),
+    }
+}
+
+/// Queues each piece as it is made; h2's connection task writes them
+/// meanwhile.
+async fn send_pieces(
+    stream: &mut ResetUnlessEnded,
+    pieces: Box<dyn Iterator<Item = Bytes> + Send>,
+) -> Result<(), h2::Error> {
+    for piece in pieces {
+        if !piece.is_empty() {
+            stream.send(piece, false)?;
+        }
+        tokio::task::yield_now().await;
+    }
+    stream.send(Bytes::new(), true)
+}
+
+/// A request stream reset (CANCEL) if it is dropped before its body
+/// ended: the server must never take a body cut short for a whole one.
+struct ResetUnlessEnded {
+    stream: h2::SendStream<Bytes>,
+    ended: bool,
+}
+
+impl ResetUnlessEnded {
+    fn send(&mut self, data: Bytes, end: bool) -> Result<(), h2::Error> {
+        self.stream.send_data(data, end)?;
+        self.ended |= end;
+        Ok(())
+    }
+}
+
+impl Drop for ResetUnlessEnded {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.stream.send_reset(Reason::CANCEL);
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited, StreamBody, combinators::UnsyncBoxBody};
+use http_body_util::{BodyExt, Full, StreamBody, combinators::UnsyncBoxBody};
 use hyper::body::{Frame, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
@@ -19,7 +19,9 @@ use super::admission::{PeerSlot, PendingPeers};
 use super::counting_io::CountingIo;
 use super::link::Link;
 use super::tls::{ALPN_H2, ALPN_HTTP1, Identity, TlsError};
-use super::{Body, BodyError, ConnectionLimits, Handler, HttpVersion, Request, RequestBody};
+use super::{
+    Body, BodyError, BodySource, ConnectionLimits, Handler, HttpVersion, Request, RequestBody,
+};
 
 type ResponseBody = UnsyncBoxBody<Bytes, Infallible>;
 
@@ -224,19 +226,11 @@ async fn handle(
     alt_svc: Option<http::HeaderValue>,
 ) -> http::Response<ResponseBody> {
     let (parts, body) = req.into_parts();
-    let body = RequestBody::new(limit, move |limit| async move {
-        match Limited::new(body, limit).collect().await {
-            Ok(collected) => Ok(collected.to_bytes()),
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-                Err(BodyError::TooLarge { limit })
-            }
-            Err(e) => Err(BodyError::Broken(e.to_string())),
-        }
-    });
+    let body = RequestBody::new(limit, IncomingBody(body));
     let response = handler
         .handle(Request {
             method: parts.method,
-            path: parts.uri.path().to_string(),
+            uri: parts.uri,
             headers: parts.headers,
             body,
             version,
@@ -263,6 +257,32 @@ async fn handle(
         out.headers_mut().insert(http::header::ALT_SVC, v);
     }
     out
+}
+
+/// hyper's request body, piece by piece (trailers carry nothing for us).
+struct IncomingBody(Incoming);
+
+impl BodySource for IncomingBody {
+    fn poll_piece(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<Option<Bytes>, BodyError>> {
+        use std::task::Poll;
+        loop {
+            match std::task::ready!(http_body::Body::poll_frame(
+                std::pin::Pin::new(&mut self.0),
+                cx
+            )) {
+                None => return Poll::Ready(Ok(None)),
+                Some(Err(e)) => return Poll::Ready(Err(BodyError::Broken(e.to_string()))),
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        return Poll::Ready(Ok(Some(data)));
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// A response body that keeps its request counted in flight until hyper

@@ -3,7 +3,9 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::{Buf, Bytes, BytesMut};
+use std::task::{Context, Poll};
+
+use bytes::{Buf, Bytes};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info_span};
 
@@ -12,7 +14,9 @@ use super::admission::{PeerSlot, PendingPeers};
 use super::link::Link;
 use super::quic::{Congestion, endpoint_config, server_transport_config, udp_socket};
 use super::tls::{ALPN_H3, Identity, TlsError};
-use super::{Body, BodyError, ConnectionLimits, Handler, HttpVersion, Request, RequestBody};
+use super::{
+    Body, BodyError, BodySource, ConnectionLimits, Handler, HttpVersion, Request, RequestBody,
+};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -218,11 +222,9 @@ impl RequestContext {
         let (parts, ()) = req.into_parts();
         let request = Request {
             method: parts.method,
-            path: parts.uri.path().to_string(),
+            uri: parts.uri,
             headers: parts.headers,
-            body: RequestBody::new(limit, move |limit| {
-                read_body(UnreadStopped::new(body), limit)
-            }),
+            body: RequestBody::new(limit, UnreadStopped::new(body)),
             version: HttpVersion::Http3,
             peer: self.slot,
             link: self.link,
@@ -278,31 +280,18 @@ impl<S: h3::quic::RecvStream> UnreadStopped<S> {
     }
 }
 
-/// Reads the whole body. The guard is made before this future is, so a
-/// body the handler never reads is stopped just the same.
-async fn read_body<S>(mut stream: UnreadStopped<S>, limit: usize) -> Result<Bytes, BodyError>
+impl<S> BodySource for UnreadStopped<S>
 where
-    S: h3::quic::RecvStream,
+    S: h3::quic::RecvStream + Send,
 {
-    let mut body = BytesMut::new();
-    loop {
-        match stream.stream.recv_data().await {
-            Ok(Some(mut chunk)) => {
-                if body.len() + chunk.remaining() > limit {
-                    return Err(BodyError::TooLarge { limit });
-                }
-                while chunk.has_remaining() {
-                    let piece = chunk.chunk();
-                    body.extend_from_slice(piece);
-                    let n = piece.len();
-                    chunk.advance(n);
-                }
-            }
+    fn poll_piece(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, BodyError>> {
+        match std::task::ready!(self.stream.poll_recv_data(cx)) {
+            Ok(Some(mut piece)) => Poll::Ready(Ok(Some(piece.copy_to_bytes(piece.remaining())))),
             Ok(None) => {
-                stream.finished = true;
-                return Ok(body.freeze());
+                self.finished = true;
+                Poll::Ready(Ok(None))
             }
-            Err(e) => return Err(BodyError::Broken(e.to_string())),
+            Err(e) => Poll::Ready(Err(BodyError::Broken(e.to_string()))),
         }
     }
 }

@@ -18,9 +18,10 @@ pub mod tls;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, StatusCode};
 use tokio::sync::mpsc;
 
@@ -45,7 +46,8 @@ impl HttpVersion {
 /// A request as a handler sees it: its headers, and its body not yet read.
 pub struct Request {
     pub method: http::Method,
-    pub path: String,
+    /// As the client sent it ([`Request::path`] reads its path in place).
+    pub uri: http::Uri,
     pub headers: HeaderMap,
     /// Read only when the handler asks, after it has checked the headers:
     /// an anonymous caller never makes the server buffer a body.
@@ -58,28 +60,35 @@ pub struct Request {
     pub link: link::Link,
 }
 
+impl Request {
+    pub fn path(&self) -> &str {
+        self.uri.path()
+    }
+}
+
 /// A request body still on the wire. Dropping it unread tells the client
 /// to stop sending (HTTP/2 `RST_STREAM`, QUIC `STOP_SENDING`; HTTP/1.1
 /// closes the connection after the response).
 pub struct RequestBody {
     /// The transport's own ceiling; the handler may ask for less.
     cap: usize,
-    read: Box<dyn FnOnce(usize) -> BodyFuture + Send>,
+    source: Box<dyn BodySource>,
 }
 
-type BodyFuture = Pin<Box<dyn Future<Output = Result<Bytes, BodyError>> + Send>>;
+/// Where a transport's request body comes from, piece by piece as it
+/// arrives; nothing is read before the handler asks.
+pub trait BodySource: Send {
+    /// The next piece of the body; `None` at its end.
+    fn poll_piece(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, BodyError>>;
+}
 
 impl RequestBody {
-    /// `read(limit)` collects the body, refusing one over `limit` bytes
-    /// (at most `cap`: the transport's size limit); nothing is read
-    /// before [`RequestBody::read`] is awaited.
-    pub fn new<F>(cap: usize, read: impl FnOnce(usize) -> F + Send + 'static) -> Self
-    where
-        F: Future<Output = Result<Bytes, BodyError>> + Send + 'static,
-    {
+    /// A body read from `source`, refused past `cap` bytes (the
+    /// transport's size limit) whatever the handler asks.
+    pub fn new(cap: usize, source: impl BodySource + 'static) -> Self {
         Self {
             cap,
-            read: Box::new(move |limit| Box::pin(read(limit))),
+            source: Box::new(source),
         }
     }
 
@@ -88,7 +97,50 @@ impl RequestBody {
     /// passes it; `deadline` bounds a client that sends it slowly or not
     /// at all.
     pub async fn read(self, limit: usize, deadline: Duration) -> Result<Bytes, BodyError> {
-        let body = (self.read)(limit.min(self.cap));
+        // A body in one piece (most are) is taken as it is, uncopied.
+        let mut first: Option<Bytes> = None;
+        let mut joined = BytesMut::new();
+        self.read_with(limit, deadline, |piece| {
+            match first.take() {
+                None if joined.is_empty() => first = Some(piece),
+                None => joined.extend_from_slice(&piece),
+                Some(earlier) => {
+                    joined.reserve(earlier.len() + piece.len());
+                    joined.extend_from_slice(&earlier);
+                    joined.extend_from_slice(&piece);
+                }
+            }
+            true
+        })
+        .await?;
+        Ok(first.unwrap_or_else(|| joined.freeze()))
+    }
+
+    /// Hands each piece of the body to `take` as it arrives (so the
+    /// handler can decode it meanwhile), with [`RequestBody::read`]'s
+    /// limits; `take` returning false stops the reading
+    /// ([`BodyError::Stopped`]: the handler knows why) and the client is
+    /// told to stop sending.
+    pub async fn read_with(
+        mut self,
+        limit: usize,
+        deadline: Duration,
+        mut take: impl FnMut(Bytes) -> bool + Send,
+    ) -> Result<(), BodyError> {
+        let limit = limit.min(self.cap);
+        let body = async {
+            let mut seen = 0usize;
+            while let Some(piece) = std::future::poll_fn(|cx| self.source.poll_piece(cx)).await? {
+                seen = seen.saturating_add(piece.len());
+                if seen > limit {
+                    return Err(BodyError::TooLarge { limit });
+                }
+                if !piece.is_empty() && !take(piece) {
+                    return Err(BodyError::Stopped);
+                }
+            }
+            Ok(())
+        };
         tokio::time::timeout(deadline, body)
             .await
             .unwrap_or(Err(BodyError::TimedOut { after: deadline }))
@@ -98,9 +150,15 @@ impl RequestBody {
 /// A request body that could not be read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BodyError {
-    TooLarge { limit: usize },
-    TimedOut { after: Duration },
+    TooLarge {
+        limit: usize,
+    },
+    TimedOut {
+        after: Duration,
+    },
     Broken(String),
+    /// The handler stopped reading it (see [`RequestBody::read_with`]).
+    Stopped,
 }
 
 /// What a server allows a connection before it has proven itself, and at

@@ -38,6 +38,21 @@ pub struct RawClient<S> {
 impl<S: AsyncRead + AsyncWrite + Unpin> RawClient<S> {
     /// Reads the greeting and logs in as `user` into `db`.
     pub async fn login(stream: S, user: &str, password: &str, db: &str) -> Self {
+        match Self::try_login(stream, user, password, db).await {
+            Ok(client) => client,
+            Err(refused) => panic!("login refused: {refused:?}"),
+        }
+    }
+
+    /// The same, or the server's refusal of the login ([`Answer::Err`]):
+    /// exactly what the login's last packet says, with no command after
+    /// it (drivers run queries of their own as they connect).
+    pub async fn try_login(
+        stream: S,
+        user: &str,
+        password: &str,
+        db: &str,
+    ) -> Result<Self, Answer> {
         let mut client = Self { stream, seq: 0 };
         let greeting = client.read().await;
         assert_eq!(greeting[0], 10, "protocol 10 greeting");
@@ -74,8 +89,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> RawClient<S> {
                 .await;
             answer = client.read().await;
         }
-        assert_eq!(answer[0], 0, "logged in: {answer:?}");
-        client
+        match answer[0] {
+            0 => Ok(client),
+            0xff => Err(err(&answer)),
+            _ => panic!("neither OK nor ERR after the login: {answer:?}"),
+        }
+    }
+
+    /// The connection itself, to write what no well-behaved client would
+    /// (a packet cut short).
+    pub fn into_stream(self) -> S {
+        self.stream
     }
 
     /// Sends one command packet (sequence 0), split as the protocol

@@ -94,6 +94,19 @@ impl RawClient {
     /// Logs in as `user` into `db` (mysql_native_password; charset
     /// utf8mb4_general_ci), with `extra` capabilities.
     pub async fn login(io: Box<dyn Io>, user: &str, password: &str, db: &str, extra: u32) -> Self {
+        Self::login_mariadb(io, (user, password), db, extra, 0).await
+    }
+
+    /// As [`Self::login`], asking for MariaDB's capabilities `mariadb`
+    /// too (where MariaDB reads them: CLIENT_MYSQL cleared, the last four
+    /// reserved bytes).
+    pub async fn login_mariadb(
+        io: Box<dyn Io>,
+        (user, password): (&str, &str),
+        db: &str,
+        extra: u32,
+        mariadb: u32,
+    ) -> Self {
         let mut c = Self {
             io,
             caps: PROTOCOL_41
@@ -106,13 +119,17 @@ impl RawClient {
                 | LONG_PASSWORD
                 | extra,
         };
+        if mariadb != 0 {
+            c.caps &= !LONG_PASSWORD;
+        }
         let greeting = c.read().await;
         let scramble = greeting_scramble(&greeting);
         let mut body = Vec::new();
         body.extend_from_slice(&c.caps.to_le_bytes());
         body.extend_from_slice(&(16u32 << 20).to_le_bytes());
         body.push(45);
-        body.extend_from_slice(&[0; 23]);
+        body.extend_from_slice(&[0; 19]);
+        body.extend_from_slice(&mariadb.to_le_bytes());
         body.extend_from_slice(user.as_bytes());
         body.push(0);
         let auth = native_password(password.as_bytes(), &scramble);

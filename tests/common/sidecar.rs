@@ -133,10 +133,11 @@ pub fn sidecar_config_for(port: u16, cert: &Path, users: Vec<LocalUser>) -> Side
     config
 }
 
-/// A sidecar account.
+/// A sidecar account, under the sidecar's gateway credential.
 pub fn local_user(username: &str, password: &str) -> LocalUser {
     LocalUser {
         username: username.into(),
         password: secret(password),
+        ..LocalUser::default()
     }
 }

@@ -497,5 +497,7 @@ fn field(column: &Column) -> pb::Field {
         decimals: u32::from(column.decimals()),
         flags: u32::from(flags),
         column_type: blob_subtype_name(column.column_type() as u8, flags).into(),
+        // A plain psdb server knows nothing of MariaDB's extended metadata.
+        extended_metadata: Bytes::new(),
     }
 }

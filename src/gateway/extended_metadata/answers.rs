@@ -1,0 +1,332 @@
+//! Follows a relayed connection's conversation packet by packet, to find
+//! the column definitions in the server's answers: each loses its
+//! extended type info (the gateway's driver cannot read it) and the info
+//! is kept, per result set, for the gateway to pair with the columns its
+//! driver reads.
+//!
+//! Commands are told by the client's packets with sequence id 0 (a new
+//! command; split packets and the auth exchange have later ids), and the
+//! answer to each is read as the protocol frames it. A packet the rules
+//! do not fit ends the connection: relayed out of step, a row would be
+//! taken for a definition.
+
+use std::collections::VecDeque;
+
+use mysql_common::io::ParseBuf;
+use mysql_common::packets::Column;
+
+use super::wire::{self, Framing};
+
+/// Largest payload of one physical packet; one this long continues.
+pub const MAX_PAYLOAD: usize = 0xff_ffff;
+/// `SERVER_MORE_RESULTS_EXISTS`.
+const MORE_RESULTS: u16 = 0x0008;
+
+/// A result set's (or prepared statement's) columns as the driver reads
+/// them, and each one's extended type info.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    pub columns: Vec<Column>,
+    pub infos: Vec<Vec<u8>>,
+}
+
+/// What a command's answer looks like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// Result sets or OKs (COM_QUERY, COM_STMT_EXECUTE), maybe several.
+    Results { binary: bool },
+    /// COM_STMT_PREPARE: an OK with counts, then definitions.
+    Prepare,
+    /// COM_STMT_FETCH: binary rows of a cursor.
+    Rows,
+    /// COM_CHANGE_USER: authentication again.
+    Auth,
+    /// One packet (OK, ERR, or COM_STATISTICS's text).
+    Single,
+}
+
+/// The answer a command gets (`None`: it gets none).
+fn expectation(command: u8) -> Option<Expect> {
+    Some(match command {
+        // COM_QUIT, COM_STMT_SEND_LONG_DATA, COM_STMT_CLOSE
+        0x01 | 0x18 | 0x19 => return None,
+        0x03 => Expect::Results { binary: false },
+        0x16 => Expect::Prepare,
+        // COM_STMT_EXECUTE, COM_STMT_BULK_EXECUTE
+        0x17 | 0xfa => Expect::Results { binary: true },
+        0x1c => Expect::Rows,
+        0x11 => Expect::Auth,
+        0x09 => Expect::Single,
+        // COM_PING, COM_INIT_DB, COM_RESET_CONNECTION, COM_STMT_RESET,
+        // COM_SET_OPTION, …: an OK or an ERR, which `Results` reads.
+        _ => Expect::Results { binary: false },
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Then {
+    Rows {
+        binary: bool,
+    },
+    /// A prepared statement's columns, after its parameters.
+    PrepareColumns(u64),
+    Idle,
+}
+
+#[derive(Debug)]
+enum State {
+    Idle,
+    Auth,
+    Single,
+    First {
+        binary: bool,
+    },
+    Definitions {
+        left: u64,
+        keep: bool,
+        record: Record,
+        then: Then,
+    },
+    Eof(Then),
+    Rows {
+        binary: bool,
+    },
+}
+
+/// The relay lost track of the conversation.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Lost(pub &'static str);
+
+pub struct Answers {
+    framing: Framing,
+    state: State,
+    pending: VecDeque<Expect>,
+    server_continues: bool,
+    client_continues: bool,
+}
+
+impl Answers {
+    /// After the handshake response: authentication comes first.
+    pub fn new(framing: Framing) -> Self {
+        Self {
+            framing,
+            state: State::Auth,
+            pending: VecDeque::new(),
+            server_continues: false,
+            client_continues: false,
+        }
+    }
+
+    /// A physical packet from the client (`payload` without its header).
+    pub fn client_packet(&mut self, seq: u8, payload: &[u8]) {
+        let continuation =
+            std::mem::replace(&mut self.client_continues, payload.len() == MAX_PAYLOAD);
+        if seq != 0 || continuation {
+            return;
+        }
+        if let Some(expect) = payload.first().copied().and_then(expectation) {
+            self.pending.push_back(expect);
+        }
+    }
+
+    /// A physical packet from the server: `Some` replaces its payload.
+    /// A result set's (or prepared statement's) columns, once all read,
+    /// go to `done`.
+    pub fn server_packet(
+        &mut self,
+        payload: &[u8],
+        done: &mut Vec<Record>,
+    ) -> Result<Option<Vec<u8>>, Lost> {
+        if std::mem::replace(&mut self.server_continues, payload.len() == MAX_PAYLOAD) {
+            // The rest of a long row (definitions and OKs are short).
+            return match self.state {
+                State::Rows { .. } => Ok(None),
+                _ => Err(Lost("a long packet outside rows")),
+            };
+        }
+        let first = *payload.first().ok_or(Lost("an empty packet"))?;
+        match std::mem::replace(&mut self.state, State::Idle) {
+            State::Idle => match self.pending.pop_front() {
+                // Unasked: an ERR before the server closes the connection.
+                None => Ok(None),
+                Some(expect) => {
+                    self.state = match expect {
+                        Expect::Results { binary } => State::First { binary },
+                        Expect::Prepare => return self.prepare_ok(payload),
+                        Expect::Rows => State::Rows { binary: true },
+                        Expect::Auth => State::Auth,
+                        Expect::Single => State::Single,
+                    };
+                    self.server_packet_again(payload, done)
+                }
+            },
+            State::Auth => {
+                if first != 0x00 && first != 0xff {
+                    self.state = State::Auth;
+                }
+                Ok(None)
+            }
+            State::Single => Ok(None),
+            State::First { binary } => match first {
+                0x00 => {
+                    if status_of_ok(payload)? & MORE_RESULTS != 0 {
+                        self.state = State::First { binary };
+                    }
+                    Ok(None)
+                }
+                // ERR; or an EOF (COM_SET_OPTION's answer): a column
+                // count never needs 0xfe's eight bytes.
+                0xff | 0xfe => Ok(None),
+                // LOCAL INFILE: the server answers once the file is sent.
+                0xfb if !binary => {
+                    self.state = State::First { binary };
+                    Ok(None)
+                }
+                _ => {
+                    let (count, size) = wire::lenenc(payload).ok_or(Lost("a column count"))?;
+                    let follows =
+                        !(binary && self.framing.cache_metadata) || payload.get(size) == Some(&1);
+                    if count == 0 {
+                        return Err(Lost("a result set without columns"));
+                    }
+                    self.state = if follows {
+                        definitions(count, true, Then::Rows { binary })
+                    } else {
+                        self.after_definitions(Then::Rows { binary })
+                    };
+                    Ok(None)
+                }
+            },
+            State::Definitions {
+                left,
+                keep,
+                mut record,
+                then,
+            } => {
+                let (plain, info) =
+                    wire::split_definition(payload).ok_or(Lost("a column definition"))?;
+                if keep {
+                    let column = ParseBuf(&plain)
+                        .parse::<Column>(())
+                        .map_err(|_| Lost("a column definition the driver cannot read"))?;
+                    record.columns.push(column);
+                    record.infos.push(info.to_vec());
+                }
+                if left > 1 {
+                    self.state = State::Definitions {
+                        left: left - 1,
+                        keep,
+                        record,
+                        then,
+                    };
+                } else {
+                    if keep {
+                        done.push(record);
+                    }
+                    self.state = self.after_definitions(then);
+                }
+                Ok(Some(plain))
+            }
+            State::Eof(then) => {
+                if first != 0xfe {
+                    return Err(Lost("an EOF after column definitions"));
+                }
+                self.state = self.enter(then);
+                Ok(None)
+            }
+            State::Rows { binary } => {
+                if first == 0xfe && payload.len() < MAX_PAYLOAD {
+                    let status = if self.framing.deprecate_eof {
+                        status_of_ok(payload)?
+                    } else {
+                        u16::from_le_bytes(
+                            payload
+                                .get(3..5)
+                                .ok_or(Lost("an EOF"))?
+                                .try_into()
+                                .expect("2"),
+                        )
+                    };
+                    if status & MORE_RESULTS != 0 {
+                        self.state = State::First { binary };
+                    }
+                } else if first != 0xff {
+                    self.state = State::Rows { binary };
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// The same packet, read in the state its command's answer starts in.
+    fn server_packet_again(
+        &mut self,
+        payload: &[u8],
+        done: &mut Vec<Record>,
+    ) -> Result<Option<Vec<u8>>, Lost> {
+        self.server_continues = false;
+        self.server_packet(payload, done)
+    }
+
+    /// COM_STMT_PREPARE's OK: [0x00] id(4) columns(2) params(2) 0 warnings(2).
+    fn prepare_ok(&mut self, payload: &[u8]) -> Result<Option<Vec<u8>>, Lost> {
+        if payload.first() == Some(&0x00) {
+            let count = |at: usize| {
+                payload
+                    .get(at..at + 2)
+                    .map(|b| u64::from(u16::from_le_bytes(b.try_into().expect("2"))))
+                    .ok_or(Lost("a prepare OK"))
+            };
+            let (columns, params) = (count(5)?, count(7)?);
+            self.state = if params > 0 {
+                // Parameters are described by the sidecar itself.
+                definitions(params, false, Then::PrepareColumns(columns))
+            } else {
+                self.enter(Then::PrepareColumns(columns))
+            };
+        }
+        Ok(None)
+    }
+
+    /// After a run of definitions: an EOF unless the client deprecated it.
+    fn after_definitions(&self, then: Then) -> State {
+        if self.framing.deprecate_eof {
+            self.enter(then)
+        } else {
+            State::Eof(then)
+        }
+    }
+
+    fn enter(&self, then: Then) -> State {
+        match then {
+            Then::Rows { binary } => State::Rows { binary },
+            Then::PrepareColumns(0) | Then::Idle => State::Idle,
+            Then::PrepareColumns(n) => definitions(n, true, Then::Idle),
+        }
+    }
+}
+
+fn definitions(left: u64, keep: bool, then: Then) -> State {
+    State::Definitions {
+        left,
+        keep,
+        record: Record {
+            columns: Vec::new(),
+            infos: Vec::new(),
+        },
+        then,
+    }
+}
+
+/// The status flags of an OK packet (header 0x00 or 0xfe).
+fn status_of_ok(payload: &[u8]) -> Result<u16, Lost> {
+    let lost = || Lost("an OK packet");
+    let mut at = 1;
+    for _ in 0..2 {
+        at += wire::lenenc(payload.get(at..).ok_or_else(lost)?)
+            .ok_or_else(lost)?
+            .1;
+    }
+    let status = payload.get(at..at + 2).ok_or_else(lost)?;
+    Ok(u16::from_le_bytes(status.try_into().expect("2")))
+}

@@ -1,0 +1,122 @@
+//! MariaDB's extended column metadata (`MARIADB_CLIENT_EXTENDED_METADATA`:
+//! a data type name such as `inet6`, `uuid` or `point`, and `format=json`),
+//! read from the backend itself and carried in `Field.extended_metadata`.
+//!
+//! The gateway's driver cannot ask for it: mysql_async 0.37 offers a
+//! fixed set of MariaDB capabilities, and mysql_common's column parser
+//! would take the extra string for the fixed fields. So the driver's
+//! plaintext connections go through a relay in this process (`relay`),
+//! which asks the server for it and hands each column definition on
+//! without it, keeping the info per result set; the gateway pairs a
+//! result's columns, as the driver read them, with the record of the same
+//! columns on the same connection (`infos`). TLS connections cannot be
+//! read by the relay; their columns are looked up as before
+//! (`json_columns`).
+
+mod answers;
+mod relay;
+mod wire;
+
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use mysql_async::Column;
+use tracing::{info, warn};
+
+use crate::config::{BackendConfig, BackendTlsMode};
+
+pub use wire::is_json;
+
+use super::backend::split_host_port;
+
+/// The relay and what it learned about each connection.
+#[derive(Default)]
+pub struct ExtendedMetadata {
+    connections: Arc<relay::Connections>,
+    relay: Option<relay::Relay>,
+}
+
+impl ExtendedMetadata {
+    /// Starts the relay, for a backend on a unix socket or a loopback
+    /// address that plaintext connections may reach: the driver takes the
+    /// relay's socket for a local one, where it may send a password in
+    /// clear (`caching_sha2_password`), so a backend across a network is
+    /// never relayed.
+    pub fn start(config: &BackendConfig) -> Self {
+        if !config.relay_extended_metadata {
+            return Self::default();
+        }
+        let backend = match (&config.socket, &config.address) {
+            (Some(socket), _) => relay::Backend::Unix(socket.clone()),
+            (None, Some(address)) => {
+                let (host, port) = split_host_port(address);
+                let loopback =
+                    host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
+                if !loopback {
+                    return Self::default();
+                }
+                relay::Backend::Tcp(host, port)
+            }
+            (None, None) => return Self::default(),
+        };
+        if config.tls_mode() == BackendTlsMode::Required {
+            return Self::default();
+        }
+        let connections = Arc::new(relay::Connections::default());
+        match relay::Relay::start(backend, connections.clone()) {
+            Ok(relay) => {
+                info!(socket = %relay.socket().display(), "plaintext backend connections relayed for MariaDB's extended column metadata");
+                Self {
+                    connections,
+                    relay: Some(relay),
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, "cannot start the backend relay: MariaDB's extended column metadata is looked up instead");
+                Self::default()
+            }
+        }
+    }
+
+    /// The socket plaintext pools connect to, if relayed.
+    pub fn socket(&self) -> Option<&Path> {
+        self.relay.as_ref().map(relay::Relay::socket)
+    }
+
+    /// The extended type info of each of `columns`, the result just read
+    /// on connection `id`; `None` if that connection is not relayed.
+    /// Records of results the gateway did not look at (the driver's own
+    /// queries, the gateway's reads of `@@` variables) are passed over; a
+    /// result no record matches gets none. A passed-over record could
+    /// only be taken for a later result whose column definitions are the
+    /// same to the byte; the results the gateway does not look at are its
+    /// driver's and its own reads of `@@` variables and status, which
+    /// carry no extended info, as the same columns of a client's do not.
+    pub fn infos(&self, id: u32, columns: &[Column]) -> Option<Vec<Vec<u8>>> {
+        let slot = self.connections.slot(id)?;
+        let mut kept = slot.lock().expect("not poisoned");
+        while let Some(record) = kept.pop_front() {
+            if record.columns[..] == *columns {
+                return Some(record.infos);
+            }
+        }
+        Some(vec![Vec::new(); columns.len()])
+    }
+}
+
+#[cfg(test)]
+impl ExtendedMetadata {
+    /// Records for connection `id`, as the relay would keep them.
+    fn with_records(id: u32, records: Vec<answers::Record>) -> Self {
+        let connections = Arc::new(relay::Connections::default());
+        connections.register(id).lock().unwrap().extend(records);
+        Self {
+            connections,
+            relay: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
