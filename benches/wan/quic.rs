@@ -69,7 +69,7 @@ impl QuicPair {
         server_config.transport_config(quic::server_transport_config(congestion, 4096));
         let runtime = Arc::new(quinn::TokioRuntime);
         let server = quinn::Endpoint::new(
-            quinn::EndpointConfig::default(),
+            quic::endpoint_config(),
             Some(server_config),
             server_socket,
             runtime.clone(),
@@ -84,7 +84,7 @@ impl QuicPair {
             Duration::from_secs(3),
         ));
         let mut client = quinn::Endpoint::new(
-            quinn::EndpointConfig::default(),
+            quic::endpoint_config(),
             None,
             client_socket,
             runtime,
