@@ -11,11 +11,14 @@
 //! ```text
 //! cargo bench --bench quic_link -- --congestion bbr --loss 0.01 --mb 2 --dir up
 //! cargo bench --bench quic_link -- --congestion bbr --loss 0.01 --mb 10 --dir down
+//! cargo bench --bench quic_link -- --loss 0    --mb 4 --dir down --path-mtu 9001   # jumbo path: datagram ceiling vs GSO
+//! cargo bench --bench quic_link -- --loss 0.01 --mb 4 --dir down --path-mtu 1500   # path-MTU black hole
 //! ```
 //! `up` is the sidecar sending (a large INSERT's body), `down` the gateway
 //! (a large SELECT's rows). Per transfer it prints the time, the bytes the
 //! sender put on the link (delivered or dropped, retransmissions included)
-//! over the payload, the emulator's drops, and the sender's quinn counters.
+//! over the payload, the emulator's drops, and the sender's quinn counters
+//! (lost packets, MTU probes, black holes, the datagram size reached).
 //! Needs root (network namespaces, TUN).
 
 #[allow(unused_imports)]
