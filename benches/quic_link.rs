@@ -11,11 +11,14 @@
 //! ```text
 //! cargo bench --bench quic_link -- --congestion bbr --loss 0.01 --mb 2 --dir up
 //! cargo bench --bench quic_link -- --congestion bbr --loss 0.01 --mb 10 --dir down
+//! cargo bench --bench quic_link -- --loss 0    --mb 4 --dir down --path-mtu 9001   # jumbo path: datagram ceiling vs GSO
+//! cargo bench --bench quic_link -- --loss 0.01 --mb 4 --dir down --path-mtu 1500   # path-MTU black hole
 //! ```
 //! `up` is the sidecar sending (a large INSERT's body), `down` the gateway
 //! (a large SELECT's rows). Per transfer it prints the time, the bytes the
 //! sender put on the link (delivered or dropped, retransmissions included)
-//! over the payload, the emulator's drops, and the sender's quinn counters.
+//! over the payload, the emulator's drops, and the sender's quinn counters
+//! (lost packets, MTU probes, black holes, the datagram size reached).
 //! Needs root (network namespaces, TUN).
 
 #[allow(unused_imports)]
@@ -50,6 +53,11 @@ struct Args {
     /// Pause between transfers, milliseconds.
     #[arg(long, default_value_t = 200)]
     pause_ms: u64,
+    /// Drop IP packets over this size on the link, with jumbo-frame
+    /// devices at both ends (a path-MTU black hole); 0: plain 1,500-byte
+    /// devices.
+    #[arg(long, default_value_t = 0)]
+    path_mtu: usize,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -72,6 +80,7 @@ fn main() -> anyhow::Result<()> {
         rate_bits_per_sec: 50_000_000,
         queue_bytes: 512 * 1024,
         seed: 4,
+        path_mtu: args.path_mtu,
     };
     let link = wan::Wan::start("myqql", params, Duration::from_secs(600))?;
     rt.block_on(run(&args, up, &link))
@@ -92,15 +101,15 @@ async fn run(args: &Args, up: bool, link: &wan::Wan) -> anyhow::Result<()> {
         }
     );
     println!(
-        "| # | ms | offered / payload | delivered / payload | queue drops | random losses | sender lost pkts | cwnd after |"
+        "| # | ms | offered / payload | delivered / payload | queue drops | random losses | sender lost pkts | cwnd after | MTU drops | probes sent / lost | black holes | MTU after |"
     );
-    println!("|--:|--:|--:|--:|--:|--:|--:|--:|");
+    println!("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     let mut later = Vec::new();
     for i in 0..args.repeat {
         tokio::time::sleep(Duration::from_millis(args.pause_ms)).await;
         let t = pair.transfer(link, up, size).await?;
         println!(
-            "| {i} | {:.0} | {:.3} | {:.3} | {} | {} | {} | {} kB |",
+            "| {i} | {:.0} | {:.3} | {:.3} | {} | {} | {} | {} kB | {} | {} / {} | {} | {} |",
             t.elapsed.as_secs_f64() * 1e3,
             t.offered_ratio(),
             t.delivered as f64 / size as f64,
@@ -108,6 +117,11 @@ async fn run(args: &Args, up: bool, link: &wan::Wan) -> anyhow::Result<()> {
             t.random_losses,
             t.sender_lost_packets,
             t.sender_cwnd / 1000,
+            t.mtu_drops,
+            t.sender_probes,
+            t.sender_probes_lost,
+            t.sender_black_holes,
+            t.sender_mtu,
         );
         if i > 0 {
             later.push(t);

@@ -83,6 +83,11 @@ struct Args {
     /// Keep the scratch directory (server logs, configs, certificates).
     #[arg(long)]
     keep_scratch: bool,
+    /// On the WAN: jumbo-frame devices at both ends and a link that drops
+    /// IP packets over this size without a word (a path-MTU black hole);
+    /// 0 (default): 1,500-byte devices.
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    wan_path_mtu: usize,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -180,9 +185,18 @@ fn orchestrate(args: Args, argv: &[String]) -> anyhow::Result<()> {
                 continue;
             }
             // Bounded: the emulator tears itself down if this run dies.
-            match Net::wan(loss, Duration::from_secs(30 * 60)) {
+            match Net::wan(loss, args.wan_path_mtu, Duration::from_secs(30 * 60)) {
                 Ok(net) => match run::run_network(&rt, &net, &settings, scratch.path()) {
-                    Ok(r) => nets.push(r),
+                    Ok(r) => {
+                        if args.wan_path_mtu > 0 {
+                            eprintln!(
+                                "[{}] packets over the path MTU dropped: {}",
+                                net.id,
+                                net.mtu_drops()
+                            );
+                        }
+                        nets.push(r)
+                    }
                     Err(e) => skipped.push(format!("{}: {e:#}", net.label)),
                 },
                 Err(e) => skipped.push(format!("WAN with {} % loss: {e}", loss * 100.0)),

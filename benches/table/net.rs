@@ -114,7 +114,7 @@ impl Net {
         })
     }
 
-    pub fn wan(loss: f64, time_limit: Duration) -> anyhow::Result<Net> {
+    pub fn wan(loss: f64, path_mtu: usize, time_limit: Duration) -> anyhow::Result<Net> {
         let params = wan::LinkParams {
             one_way_delay: Duration::from_millis(25),
             loss,
@@ -123,6 +123,7 @@ impl Net {
             // plus headroom: a router-like buffer, not a bufferbloat one.
             queue_bytes: 512 * 1024,
             seed: 4,
+            path_mtu,
         };
         let w = wan::Wan::start("myqb", params, time_limit)?;
         let pct = (loss * 100.0).round() as u32;
@@ -139,6 +140,11 @@ impl Net {
         self.wan.is_some()
     }
 
+    /// Packets the WAN dropped for being over its path MTU, since it started.
+    pub fn mtu_drops(&self) -> u64 {
+        self.wan.as_ref().map_or(0, |w| w.counters().mtu_drops)
+    }
+
     pub fn link_description(&self) -> String {
         match &self.wan {
             Some(w) => {
@@ -150,7 +156,15 @@ impl Net {
                     p.rate_bits_per_sec / 1_000_000,
                     p.queue_bytes / 1024,
                     p.seed
-                )
+                ) + &if p.path_mtu > 0 {
+                    format!(
+                        ", {}-byte devices and IP packets over {} bytes dropped silently (a path-MTU black hole)",
+                        wan::JUMBO_MTU,
+                        p.path_mtu
+                    )
+                } else {
+                    String::new()
+                }
             }
             None => "one private network namespace, everything over its `lo` (MTU 65536)".into(),
         }

@@ -67,7 +67,16 @@ pub struct LinkParams {
     /// Seeds the loss draws: the same seed and packet sequence lose the
     /// same packets.
     pub seed: u64,
+    /// 0: both ends' devices have the usual MTU, 1,500, so a sender's
+    /// kernel refuses a larger datagram itself (`EMSGSIZE`). Else both
+    /// devices take jumbo frames ([`JUMBO_MTU`]) and the link silently
+    /// drops IP packets over this size: a router with a smaller MTU that
+    /// sends no ICMP, the case path-MTU discovery must survive.
+    pub path_mtu: usize,
 }
+
+/// The devices' MTU when [`LinkParams::path_mtu`] is set (AWS's VPC MTU).
+pub const JUMBO_MTU: usize = 9001;
 
 /// Totals since the start or the last [`Wan::reset_counters`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -87,6 +96,9 @@ pub struct LinkCounters {
     pub to_server_offered_bytes: u64,
     /// The same from the server side.
     pub to_client_offered_bytes: u64,
+    /// Packets over [`LinkParams::path_mtu`] the link dropped, both
+    /// directions (counted in the offered bytes too).
+    pub mtu_drops: u64,
 }
 
 const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
@@ -148,6 +160,7 @@ impl Wan {
                 &format!("mqw{pid}-{}{side}", n % 1000),
                 local,
                 peer,
+                params.path_mtu > 0,
             )?);
         }
         let server_tun = Arc::new(files.pop().expect("two devices"));
@@ -175,6 +188,7 @@ impl Wan {
                 Arc::clone(from),
                 Arc::clone(to),
                 direction,
+                params.path_mtu,
                 to_server,
                 Arc::clone(&counters),
                 Arc::clone(&stop),
@@ -241,6 +255,7 @@ impl Wan {
             queue_drops: get(&c.queue_drops),
             to_server_offered_bytes: get(&c.to_server_offered_bytes),
             to_client_offered_bytes: get(&c.to_client_offered_bytes),
+            mtu_drops: get(&c.mtu_drops),
         }
     }
 
@@ -255,6 +270,7 @@ impl Wan {
             &c.queue_drops,
             &c.to_server_offered_bytes,
             &c.to_client_offered_bytes,
+            &c.mtu_drops,
         ] {
             a.store(0, Ordering::Relaxed);
         }
@@ -293,6 +309,7 @@ struct Counters {
     queue_drops: AtomicU64,
     to_server_offered_bytes: AtomicU64,
     to_client_offered_bytes: AtomicU64,
+    mtu_drops: AtomicU64,
 }
 
 /// Deletes the namespaces created so far if [`Wan::start`] fails midway.
@@ -314,7 +331,13 @@ impl Drop for Setup {
 /// Creates a TUN device under a temporary name that is unique in the
 /// caller's namespace, moves it into `ns`, and configures it there as the
 /// point-to-point `wan0`.
-fn attach_tun(ns: &str, temp_name: &str, local: Ipv4Addr, peer: Ipv4Addr) -> io::Result<File> {
+fn attach_tun(
+    ns: &str,
+    temp_name: &str,
+    local: Ipv4Addr,
+    peer: Ipv4Addr,
+    jumbo: bool,
+) -> io::Result<File> {
     let file = tun::create(temp_name)?;
     ns::ip(&["link", "set", "dev", temp_name, "netns", ns])?;
     ns::ip(&["-n", ns, "link", "set", "dev", temp_name, "name", IFACE])?;
@@ -339,6 +362,10 @@ fn attach_tun(ns: &str, temp_name: &str, local: Ipv4Addr, peer: Ipv4Addr) -> io:
         "10000",
         "up",
     ])?;
+    if jumbo {
+        let mtu = JUMBO_MTU.to_string();
+        ns::ip(&["-n", ns, "link", "set", "dev", IFACE, "mtu", &mtu])?;
+    }
     ns::ip(&["-n", ns, "link", "set", "dev", "lo", "up"])?;
     Ok(file)
 }
@@ -373,6 +400,7 @@ fn spawn_direction(
     from: Arc<File>,
     to: Arc<File>,
     mut direction: Direction,
+    path_mtu: usize,
     to_server: bool,
     counters: Arc<Counters>,
     stop: Arc<AtomicBool>,
@@ -402,6 +430,10 @@ fn spawn_direction(
                     &reader_counters.to_client_offered_bytes
                 };
                 offered.fetch_add(n as u64, Ordering::Relaxed);
+                if path_mtu > 0 && n > path_mtu {
+                    reader_counters.mtu_drops.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
                 match direction.admit(Instant::now(), n) {
                     Verdict::Deliver(at) => {
                         if tx.send((at, buf[..n].to_vec())).is_err() {

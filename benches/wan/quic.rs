@@ -38,6 +38,14 @@ pub struct Transfer {
     /// Packets the sender declared lost, and its congestion window after.
     pub sender_lost_packets: u64,
     pub sender_cwnd: u64,
+    /// Packets over the path's MTU the link dropped (both directions).
+    pub mtu_drops: u64,
+    /// The sender's MTU probes sent and lost during the transfer, its
+    /// black holes detected, and the datagram size it used at the end.
+    pub sender_probes: u64,
+    pub sender_probes_lost: u64,
+    pub sender_black_holes: u64,
+    pub sender_mtu: u16,
 }
 
 impl Transfer {
@@ -69,7 +77,7 @@ impl QuicPair {
         server_config.transport_config(quic::server_transport_config(congestion, 4096));
         let runtime = Arc::new(quinn::TokioRuntime);
         let server = quinn::Endpoint::new(
-            quinn::EndpointConfig::default(),
+            quic::endpoint_config(),
             Some(server_config),
             server_socket,
             runtime.clone(),
@@ -83,12 +91,8 @@ impl QuicPair {
             Duration::from_secs(1),
             Duration::from_secs(3),
         ));
-        let mut client = quinn::Endpoint::new(
-            quinn::EndpointConfig::default(),
-            None,
-            client_socket,
-            runtime,
-        )?;
+        let mut client =
+            quinn::Endpoint::new(quic::endpoint_config(), None, client_socket, runtime)?;
         client.set_default_client_config(client_config);
 
         let accepting = server.clone();
@@ -155,6 +159,11 @@ impl QuicPair {
             random_losses: d(|c| c.lost),
             sender_lost_packets: s1.path.lost_packets - s0.path.lost_packets,
             sender_cwnd: s1.path.cwnd,
+            mtu_drops: d(|c| c.mtu_drops),
+            sender_probes: s1.path.sent_plpmtud_probes - s0.path.sent_plpmtud_probes,
+            sender_probes_lost: s1.path.lost_plpmtud_probes - s0.path.lost_plpmtud_probes,
+            sender_black_holes: s1.path.black_holes_detected - s0.path.black_holes_detected,
+            sender_mtu: s1.path.current_mtu,
         })
     }
 

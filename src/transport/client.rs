@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::HttpVersion;
 use super::client_h2;
-use super::quic::{Congestion, PathActivity, client_transport_config, udp_socket};
+use super::quic::{Congestion, PathActivity, client_transport_config, endpoint_config, udp_socket};
 use super::tcp::TcpCongestion;
 use super::tls::{ALPN_H2, ALPN_H3};
 
@@ -156,7 +156,7 @@ impl Connection {
         };
         let socket = udp_socket(bind).map_err(|e| err(&e))?;
         let mut endpoint = quinn::Endpoint::new(
-            quinn::EndpointConfig::default(),
+            endpoint_config(),
             None,
             socket,
             Arc::new(quinn::TokioRuntime),

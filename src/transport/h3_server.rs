@@ -12,7 +12,7 @@ use tracing::{Instrument, debug, info_span};
 use super::activity::Activity;
 use super::admission::{PeerSlot, PendingPeers};
 use super::link::Link;
-use super::quic::{Congestion, server_transport_config, udp_socket};
+use super::quic::{Congestion, endpoint_config, server_transport_config, udp_socket};
 use super::tls::{ALPN_H3, Identity, TlsError};
 use super::{
     Body, BodyError, BodySource, ConnectionLimits, Handler, HttpVersion, Request, RequestBody,
@@ -34,7 +34,7 @@ pub fn bind(
     config.transport_config(server_transport_config(congestion, max_streams));
     let socket = udp_socket(addr).map_err(BindError::Io)?;
     quinn::Endpoint::new(
-        quinn::EndpointConfig::default(),
+        endpoint_config(),
         Some(config),
         socket,
         Arc::new(quinn::TokioRuntime),

@@ -23,6 +23,22 @@ const STREAM_WINDOW: u32 = 16 << 20;
 const CLIENT_STREAM_WINDOW: u32 = 8 << 20;
 /// Connection-wide receive and send windows.
 const CONNECTION_WINDOW: u32 = 64 << 20;
+/// The largest UDP payload MTU discovery may try (quinn's default ceiling:
+/// 1,452). A path with a larger MTU (loopback: 65,536; jumbo frames) then
+/// carries a 50 KB result in 8 datagrams instead of 36, each of which
+/// costs an encryption, a decryption and a share of an ACK's wake-up on
+/// both ends. Not higher: quinn sends up to [`GSO_BATCH`] datagrams in one
+/// `sendmsg`, the kernel refuses a batch over 65,507 bytes (IPv4's largest
+/// UDP payload) with `EMSGSIZE`, and quinn-udp drops that batch without a
+/// word — at 65,527 every full batch of a bulk transfer was lost and sent
+/// again, 40 % slower on a jumbo path (`benches/results/profiles/sidecar.md`).
+/// A probe above a path's real MTU is only a lost probe: quinn does not
+/// count it as congestion, and stops at the largest that passed.
+const MAX_UDP_PAYLOAD: u16 = 6_550;
+/// Datagrams quinn 0.11 puts in one GSO send (`MAX_TRANSMIT_SEGMENTS`,
+/// private to quinn): a quinn that raises it must lower the ceiling.
+const GSO_BATCH: u32 = 10;
+const _: () = assert!(MAX_UDP_PAYLOAD as u32 * GSO_BATCH <= 65_507);
 /// Socket buffers; the kernel's 208 KiB default drops packets under load.
 const UDP_BUFFER: usize = 4 << 20;
 
@@ -176,6 +192,9 @@ fn base(congestion: Congestion) -> TransportConfig {
         .stream_receive_window(VarInt::from_u32(STREAM_WINDOW))
         .receive_window(VarInt::from_u32(CONNECTION_WINDOW))
         .send_window(u64::from(CONNECTION_WINDOW));
+    let mut mtu = quinn::MtuDiscoveryConfig::default();
+    mtu.upper_bound(MAX_UDP_PAYLOAD);
+    t.mtu_discovery_config(Some(mtu));
     match congestion {
         Congestion::Bbr => {
             t.congestion_controller_factory(Arc::new(BoundedBbrConfig::default()));
@@ -188,6 +207,18 @@ fn base(congestion: Congestion) -> TransportConfig {
         }
     }
     t
+}
+
+/// Endpoint settings of both ends: datagrams up to [`MAX_UDP_PAYLOAD`]
+/// are accepted (quinn's default, 1,480, would cap MTU discovery there).
+/// The value is also announced to the peer, which bounds what it sends,
+/// and sizes the endpoint's receive buffer (× 64 GRO segments × 32 slots:
+/// 13 MB of address space, of which only what arrives is touched).
+pub fn endpoint_config() -> quinn::EndpointConfig {
+    let mut config = quinn::EndpointConfig::default();
+    // Only values above 65,527 are refused.
+    let _ = config.max_udp_payload_size(MAX_UDP_PAYLOAD);
+    config
 }
 
 /// A UDP socket with large buffers, bound to `addr`.
