@@ -358,7 +358,16 @@ impl Service {
                 );
                 let mut response = stream_response(wire, rx);
                 if let Body::Stream(chunks) = response.body {
-                    response.body = Body::Stream(chunks.with_producer(producer));
+                    let mut chunks = chunks.with_producer(producer);
+                    // A body made at once (an error found before the
+                    // backend was asked) leaves with the head; nothing
+                    // is waited for.
+                    std::future::poll_fn(|cx| {
+                        chunks.take_ready_first(cx);
+                        std::task::Poll::Ready(())
+                    })
+                    .await;
+                    response.body = Body::Stream(chunks);
                 }
                 Ok(response)
             }
