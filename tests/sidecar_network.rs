@@ -702,10 +702,12 @@ async fn kill_query_while_the_response_head_is_awaited() {
     )
     .await
     .unwrap();
+    // Held no longer than needed: the sidecar's PINGs wait behind it too.
+    relay.release();
     let error = result.expect_err("a killed statement fails");
     assert_eq!(server_code(&error), Some(1317), "{error}");
-    // Cancelled upstream (the request dropped: a reset the relay lets
-    // through), so the gateway killed it at the backend.
+    // Cancelled upstream (the request dropped: a reset, which the relay
+    // let through), so the gateway killed it at the backend.
     wait_running(
         &mut root,
         VICTIM,
@@ -714,7 +716,6 @@ async fn kill_query_while_the_response_head_is_awaited() {
         Duration::from_secs(5),
     )
     .await;
-    relay.release();
     let one: Option<u8> = bounded(
         "a statement after KILL QUERY",
         Duration::from_secs(10),

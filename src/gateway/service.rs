@@ -227,10 +227,8 @@ impl Service {
         let limit = self
             .rpc
             .backend_packet
-            .request_limit(self.rpc.limits.max_request_bytes);
-        response
-            .headers
-            .insert(MAX_REQUEST_BYTES_HEADER, HeaderValue::from(limit));
+            .request_limit_header(self.rpc.limits.max_request_bytes);
+        response.headers.insert(MAX_REQUEST_BYTES_HEADER, limit);
         response
             .headers
             .insert(BODY_ENCODING_HEADER, HeaderValue::from_static(SUPPORTED));
