@@ -545,23 +545,23 @@ impl Connection {
         // request, which cancels the statement upstream as below.
         let opened = tokio::select! {
             biased;
-            () = handle.kill.notified() => Opened::Killed,
-            () = cancelled.as_mut() => Opened::Cancelled,
-            stream = opening => Opened::Stream(stream),
+            () = handle.kill.notified() => Err(Stopped::Killed),
+            () = cancelled.as_mut() => Err(Stopped::Cancelled),
+            stream = opening => Ok(stream),
         };
         let mut stream = match opened {
-            Opened::Stream(Ok(s)) => s,
-            Opened::Stream(Err(e)) => {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
                 return self.core.call_failed(&e, exec.was_in_transaction(), out);
             }
-            Opened::Killed => {
+            Err(Stopped::Killed) => {
                 if handle.is_cut() {
                     self.core
                         .execution_stopped(exec, &errors::shutdown_in_progress(), out);
                 }
                 return Next::Close;
             }
-            Opened::Cancelled => {
+            Err(Stopped::Cancelled) => {
                 self.core
                     .execution_stopped(exec, &errors::interrupted(), out);
                 return Next::Continue;
@@ -673,9 +673,8 @@ impl Connection {
     }
 }
 
-/// How the wait for a `StreamExecute`'s response head ended.
-enum Opened {
-    Stream(Result<ExecuteStream, CallError>),
+/// Why the wait for a `StreamExecute`'s response head was given up.
+enum Stopped {
     /// `KILL [CONNECTION]` (or the drain's cut) of this connection.
     Killed,
     /// `KILL QUERY` of this connection's statement.
