@@ -551,9 +551,10 @@ async fn stream_execute_outlasts_heartbeats_during_a_slow_statement() {
 /// A statement whose first rows are slow (here: blocked on a lock the
 /// test holds) gets its response head at once, while it still runs, and
 /// then the same answer as directly: a client may need the head to go on
-/// (the sidecar once listened for `KILL QUERY` only after it), so the
-/// gateway never holds it for the first rows (`Chunks::take_ready_first`
-/// cannot wait). The lock is released only once the head has come.
+/// (the sidecar once heard `KILL QUERY` only after it), so the gateway
+/// never holds the head for the first rows. The lock is released only
+/// once the head has come: a gateway that waits for the first rows
+/// without a bound hangs here.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_slow_first_chunk_does_not_hold_the_response_head() {
     use mysql_async::prelude::Queryable;

@@ -201,10 +201,6 @@ pub struct Chunks {
     /// What fills the channel, driven while the body is read (see
     /// [`Chunks::with_producer`]).
     producer: Option<run_to_end::RunToEnd>,
-    /// What [`Chunks::take_ready_first`] found before the response head
-    /// left (a chunk, or the body's end): the next thing
-    /// [`Chunks::next`] returns.
-    first: Option<Option<Bytes>>,
 }
 
 impl Chunks {
@@ -213,31 +209,6 @@ impl Chunks {
             rx,
             keepalive: None,
             producer: None,
-            first: None,
-        }
-    }
-
-    /// Drives the producer once and takes the first chunk (or the body's
-    /// end) if that made it, so the response head and a body that is
-    /// already there leave in one write. Never waits: a head is never held
-    /// for its body, however slow the producer — a client may need the
-    /// head to go on (its request counted as answered, a `KILL` or a
-    /// timeout of its own), and holding it for the first chunk once kept a
-    /// `KILL QUERY`'d statement running (the sidecar then listened for the
-    /// KILL only after the head; see `benches/results/profiles/gateway.md`).
-    /// What the producer registered its wake-ups with stays valid: the
-    /// transport polls [`Chunks::next`] on the same task.
-    pub fn take_ready_first(&mut self, cx: &mut Context<'_>) {
-        if self.first.is_some() {
-            return;
-        }
-        if let Some(work) = self.producer.as_mut()
-            && Pin::new(work).poll(cx).is_ready()
-        {
-            self.producer = None;
-        }
-        if let Poll::Ready(first) = self.rx.poll_recv(cx) {
-            self.first = Some(first);
         }
     }
 
@@ -260,14 +231,10 @@ impl Chunks {
 
     /// The next chunk to write; `None` at the end of the body.
     pub async fn next(&mut self) -> Option<Bytes> {
-        if let Some(first) = self.first.take() {
-            return first;
-        }
         let Self {
             rx,
             keepalive,
             producer,
-            ..
         } = self;
         let recv = async {
             let Some((every, chunk)) = keepalive else {
@@ -300,78 +267,4 @@ impl Chunks {
 /// What serves requests behind both transports.
 pub trait Handler: Send + Sync + 'static {
     fn handle(&self, request: Request) -> Pin<Box<dyn Future<Output = Response> + Send>>;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use tokio::sync::oneshot;
-
-    /// A body whose producer sends `chunk` (if any) once `go` fires, then
-    /// ends.
-    fn body(go: oneshot::Receiver<()>, chunk: Option<&'static [u8]>) -> Chunks {
-        let (tx, rx) = mpsc::channel(2);
-        let producer = run_to_end::RunToEnd::new(async move {
-            let _ = go.await;
-            if let Some(chunk) = chunk {
-                let _ = tx.send(Bytes::from_static(chunk)).await;
-            }
-        });
-        Chunks::new(rx).with_producer(producer)
-    }
-
-    fn take_ready_first(chunks: &mut Chunks) {
-        chunks.take_ready_first(&mut Context::from_waker(std::task::Waker::noop()));
-    }
-
-    /// A chunk made at once is taken before the head leaves, and is still
-    /// the body's first; the end follows.
-    #[tokio::test]
-    async fn a_ready_first_chunk_is_taken_before_the_head() {
-        let (go, ready) = oneshot::channel();
-        go.send(()).unwrap();
-        let mut chunks = body(ready, Some(b"rows"));
-        take_ready_first(&mut chunks);
-        assert_eq!(chunks.first, Some(Some(Bytes::from_static(b"rows"))));
-        assert_eq!(chunks.next().await.as_deref(), Some(&b"rows"[..]));
-        assert_eq!(chunks.next().await, None);
-    }
-
-    /// A body that ends at once, empty: its end is taken, and told once.
-    #[tokio::test]
-    async fn an_empty_body_ends_with_the_head() {
-        let (go, ready) = oneshot::channel();
-        go.send(()).unwrap();
-        let mut chunks = body(ready, None);
-        take_ready_first(&mut chunks);
-        assert_eq!(chunks.first, Some(None));
-        assert_eq!(chunks.next().await, None);
-    }
-
-    /// A producer still waiting: nothing is taken (the head leaves now,
-    /// the call cannot wait), and the chunk comes later, neither lost nor
-    /// repeated.
-    #[tokio::test]
-    async fn a_slow_first_chunk_is_not_waited_for_or_lost() {
-        let (go, ready) = oneshot::channel();
-        let mut chunks = body(ready, Some(b"late"));
-        take_ready_first(&mut chunks);
-        assert_eq!(chunks.first, None);
-        go.send(()).unwrap();
-        assert_eq!(chunks.next().await.as_deref(), Some(&b"late"[..]));
-        assert_eq!(chunks.next().await, None);
-    }
-
-    /// A silent producer still gets its keepalive chunks written.
-    #[tokio::test]
-    async fn silence_writes_the_keepalive() {
-        let (go, ready) = oneshot::channel();
-        let mut chunks = body(ready, Some(b"late"))
-            .with_keepalive(Duration::from_millis(1), Bytes::from_static(b"."));
-        take_ready_first(&mut chunks);
-        assert_eq!(chunks.next().await.as_deref(), Some(&b"."[..]));
-        go.send(()).unwrap();
-        assert_eq!(chunks.next().await.as_deref(), Some(&b"late"[..]));
-        assert_eq!(chunks.next().await, None);
-    }
 }
