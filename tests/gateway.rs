@@ -550,6 +550,83 @@ async fn stream_execute_outlasts_heartbeats_during_a_slow_statement() {
     }
 }
 
+/// A statement whose first rows are slow (here: blocked on a lock the
+/// test holds) gets its response head at once, while it still runs, and
+/// then the same answer as directly: a client may need the head to go on
+/// (the sidecar once heard `KILL QUERY` only after it), so the gateway
+/// never holds the head for the first rows. The lock is released only
+/// once the head has come: a gateway that waits for the first rows
+/// without a bound hangs here.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slow_first_chunk_does_not_hold_the_response_head() {
+    use mysql_async::prelude::Queryable;
+    let stack = Stack::start().await;
+    let mut root = mysql_async::Conn::new(stack.db.root_opts()).await.unwrap();
+    for (version, lock) in [
+        (Version::H2, "first_chunk_h2"),
+        (Version::H3, "first_chunk_h3"),
+    ] {
+        let sql = format!("SELECT GET_LOCK('{lock}', 60) AS got, 7 AS n");
+        // Directly, on a connection of its own that then goes (and its
+        // lock with it).
+        let mut once = mysql_async::Conn::new(stack.db.root_opts()).await.unwrap();
+        let direct: Vec<(Vec<u8>, Vec<u8>)> = once.query(&sql).await.unwrap();
+        once.disconnect().await.unwrap();
+        let direct: Vec<Vec<Option<Vec<u8>>>> = direct
+            .into_iter()
+            .map(|(a, b)| vec![Some(a), Some(b)])
+            .collect();
+        let client = stack.client(version, Codec::Proto).await;
+        let held: Option<u8> = root
+            .query_first(format!("SELECT GET_LOCK('{lock}', 0)"))
+            .await
+            .unwrap();
+        assert_eq!(held, Some(1), "the test holds {lock}");
+        let req = pb::ExecuteRequest {
+            query: sql.clone().into(),
+            ..Default::default()
+        };
+        let head = tokio::time::timeout(Duration::from_secs(20), client.open_stream(&req))
+            .await
+            .unwrap_or_else(|_| panic!("{version:?}: no response head while the statement waits"));
+        // The head came first: the statement runs (or is about to), and
+        // waits for the lock until the test lets it go.
+        let started = std::time::Instant::now();
+        loop {
+            let waiting: Option<u64> = root
+                .exec_first(
+                    "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = ?",
+                    (&sql,),
+                )
+                .await
+                .unwrap();
+            if waiting == Some(1) {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{version:?}: the statement not seen running at the backend"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let released: Option<u8> = root
+            .query_first(format!("SELECT RELEASE_LOCK('{lock}')"))
+            .await
+            .unwrap();
+        assert_eq!(released, Some(1));
+        let answer = client
+            .read_stream(head, |_, m| m.result.is_some())
+            .await
+            .unwrap_or_else(|e| panic!("{version:?}: {e:?}"));
+        let got: Vec<_> = answer
+            .iter()
+            .filter_map(|m| m.result.as_ref())
+            .flat_map(rows)
+            .collect();
+        assert_eq!(got, direct, "{version:?}: the answer, as directly");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn stream_execute_streams_30_mb_in_bounded_messages() {
     let stack = Stack::start().await;

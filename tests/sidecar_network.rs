@@ -26,6 +26,10 @@
 //!   its answer outgrows the network buffer (a streaming SELECT stops at
 //!   the backend); one whose statement is `KILL QUERY`'d from another
 //!   connection stops at once.
+//! - `kill_query_while_the_response_head_is_awaited`: the same `KILL
+//!   QUERY` while the statement's response head is held on its way (a
+//!   relay): the victim is answered 1317 at once and the statement stops
+//!   at the backend.
 //!
 //! The transport in use is read from the sidecar itself: `COM_STATISTICS`
 //! (`mariadb-admin status`) answers `Threads: N  Transport: Http3|Http2`.
@@ -41,6 +45,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use common::hold_relay::HoldRelay;
 use common::netns::{Block, NetNs};
 use common::sidecar_child::SidecarChild as Sidecar;
 use common::{MariaDb, Stack};
@@ -638,6 +643,79 @@ async fn disconnect_and_kill_query_cancel_at_the_backend() {
     )
     .await;
     // KILL QUERY leaves the connection usable.
+    let one: Option<u8> = bounded(
+        "a statement after KILL QUERY",
+        Duration::from_secs(10),
+        victim.query_first("SELECT 1"),
+    )
+    .await
+    .expect("the victim's connection still works");
+    assert_eq!(one, Some(1));
+    drop((victim, killer));
+    drop(sidecar);
+}
+
+/// `KILL QUERY` while the sidecar still awaits the statement's response
+/// head (a slow path, or a gateway that sends the head with the first
+/// rows): the statement is cancelled all the same, at the backend too.
+/// The head is held by a relay on the gateway's HTTP/2 connection (no
+/// UDP there: the sidecar is on HTTP/2) from before the statement is
+/// sent until the victim has its answer. It once hung: the sidecar
+/// listened for the KILL only once the head had come, and `KILL QUERY`
+/// wakes only who listens, so the statement ran on (gwcpu's step 2,
+/// which held heads for the first rows, showed it; see
+/// `benches/results/profiles/gateway.md`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kill_query_while_the_response_head_is_awaited() {
+    let stack = Stack::start().await;
+    let relay = HoldRelay::start(stack.addr()).await;
+    let sidecar = Sidecar::start(None, relay.addr, &stack.cert).await;
+    let mut root = root(&stack.db).await;
+    let mut victim = sidecar.connect().await;
+    let mut killer = sidecar.connect().await;
+    // Both sessions open upstream before anything is held.
+    victim.query_drop("DO 1").await.unwrap();
+    killer.query_drop("DO 1").await.unwrap();
+    const VICTIM: &str = "SELECT SLEEP(30) AS head_held";
+    let id = victim.id();
+    relay.hold();
+    let sleeping = tokio::spawn(async move {
+        let r = victim.query_drop(VICTIM).await;
+        (r, victim)
+    });
+    wait_running(
+        &mut root,
+        VICTIM,
+        1,
+        "the victim's SLEEP running at the backend, its head held",
+        Duration::from_secs(10),
+    )
+    .await;
+    killer
+        .query_drop(format!("KILL QUERY {id}"))
+        .await
+        .expect("KILL QUERY of a sidecar connection id");
+    let (result, mut victim) = bounded(
+        "the victim's answer after KILL QUERY, its response head held",
+        Duration::from_secs(5),
+        sleeping,
+    )
+    .await
+    .unwrap();
+    // Held no longer than needed: the sidecar's PINGs wait behind it too.
+    relay.release();
+    let error = result.expect_err("a killed statement fails");
+    assert_eq!(server_code(&error), Some(1317), "{error}");
+    // Cancelled upstream (the request dropped: a reset, which the relay
+    // let through), so the gateway killed it at the backend.
+    wait_running(
+        &mut root,
+        VICTIM,
+        0,
+        "the killed SLEEP stopped at the backend",
+        Duration::from_secs(5),
+    )
+    .await;
     let one: Option<u8> = bounded(
         "a statement after KILL QUERY",
         Duration::from_secs(10),

@@ -11,8 +11,11 @@
 //!   request (`max_request_bytes = 0`, the default), so that whatever the
 //!   backend would run gets to it.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+
+use http::HeaderValue;
 
 use mysql_async::prelude::Queryable;
 
@@ -34,6 +37,10 @@ pub const MAX_BACKEND_PACKET: usize = 1 << 30;
 pub struct BackendPacket {
     /// 0 until learned.
     learned: AtomicUsize,
+    /// [`BackendPacket::request_limit`] as the header every response
+    /// carries, made again only when the limit changes: formatting it was
+    /// an allocation per request.
+    limit_header: Mutex<Option<(usize, HeaderValue)>>,
 }
 
 impl BackendPacket {
@@ -88,6 +95,24 @@ impl BackendPacket {
         self.get().unwrap_or(ASSUMED_BACKEND_PACKET) + REQUEST_HEADROOM
     }
 
+    /// [`BackendPacket::request_limit`] as a header value (a clone of the
+    /// one made for that limit: no allocation).
+    pub fn request_limit_header(&self, configured: usize) -> HeaderValue {
+        let limit = self.request_limit(configured);
+        let mut cached = self
+            .limit_header
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &*cached {
+            Some((made_for, value)) if *made_for == limit => value.clone(),
+            _ => {
+                let value = HeaderValue::from(limit);
+                *cached = Some((limit, value.clone()));
+                value
+            }
+        }
+    }
+
     /// ER_NET_PACKET_TOO_LARGE for a statement of `len` bytes (with its
     /// bind variables in place) that the backend would refuse; `None` if
     /// it fits, or while the limit is unknown (mysql_async still checks).
@@ -131,5 +156,21 @@ mod tests {
         assert_eq!(b.get(), Some(MAX_BACKEND_PACKET));
         b.set(0);
         assert_eq!(b.get(), Some(1024));
+    }
+
+    /// The header follows the limit, also when it changes (learned, or
+    /// configured), and reads as the number.
+    #[test]
+    fn the_limit_header_follows_the_limit() {
+        let b = BackendPacket::default();
+        let header = |configured| b.request_limit_header(configured);
+        let assumed = ((16 << 20) + REQUEST_HEADROOM).to_string();
+        assert_eq!(header(0), assumed.as_str());
+        assert_eq!(header(0), assumed.as_str(), "taken from the cache");
+        assert_eq!(header(4096), "4096");
+        b.set(64 << 20);
+        let learned = ((64 << 20) + REQUEST_HEADROOM).to_string();
+        assert_eq!(header(0), learned.as_str());
+        assert_eq!(header(4096), "4096");
     }
 }

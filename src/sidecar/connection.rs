@@ -528,15 +528,45 @@ impl Connection {
             .core
             .begin_execution(format, cursor)
             .in_call_of(call_of);
-        let stream = self
-            .upstream
-            .stream_execute_as(self.core.session().cookie(), sql, binds, prepared)
-            .await;
-        let mut stream = match stream {
-            Ok(s) => s,
-            Err(e) => return self.core.call_failed(&e, exec.was_in_transaction(), out),
-        };
         let handle = self.registration.handle.clone();
+        // Made before the request is written and kept to the statement's
+        // end: `KILL QUERY` wakes only the waiters that exist when it
+        // comes (no permit is stored), so one made later — after the
+        // response head, or again after each message — would miss a KILL
+        // that came while the head was awaited or rows were written, and
+        // the statement would run on at the backend.
+        let cancelled = handle.cancel_query.notified();
+        tokio::pin!(cancelled);
+        let opening =
+            self.upstream
+                .stream_execute_as(self.core.session().cookie(), sql, binds, prepared);
+        // The head may take as long as the statement's first rows (a
+        // gateway may send them together): a KILL meanwhile drops the
+        // request, which cancels the statement upstream as below.
+        let opened = tokio::select! {
+            biased;
+            () = handle.kill.notified() => Err(Stopped::Killed),
+            () = cancelled.as_mut() => Err(Stopped::Cancelled),
+            stream = opening => Ok(stream),
+        };
+        let mut stream = match opened {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                return self.core.call_failed(&e, exec.was_in_transaction(), out);
+            }
+            Err(Stopped::Killed) => {
+                if handle.is_cut() {
+                    self.core
+                        .execution_stopped(exec, &errors::shutdown_in_progress(), out);
+                }
+                return Next::Close;
+            }
+            Err(Stopped::Cancelled) => {
+                self.core
+                    .execution_stopped(exec, &errors::interrupted(), out);
+                return Next::Continue;
+            }
+        };
         let mut hung_up = false;
         // Rows waiting to be written: at most WRITE_CHUNK and one message,
         // but a message may hold one row as large as the backend allows.
@@ -561,7 +591,7 @@ impl Connection {
                             }
                             return Next::Close;
                         }
-                        () = handle.cancel_query.notified() => {
+                        () = cancelled.as_mut() => {
                             self.core.execution_stopped(exec, &errors::interrupted(), out);
                             return Next::Continue;
                         }
@@ -641,4 +671,12 @@ impl Connection {
         }
         self.core.end_fetch(fetch, out)
     }
+}
+
+/// Why the wait for a `StreamExecute`'s response head was given up.
+enum Stopped {
+    /// `KILL [CONNECTION]` (or the drain's cut) of this connection.
+    Killed,
+    /// `KILL QUERY` of this connection's statement.
+    Cancelled,
 }

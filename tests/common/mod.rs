@@ -8,6 +8,7 @@
 
 pub mod bank;
 pub mod gateway_child;
+pub mod hold_relay;
 pub mod mariadb;
 pub mod netns;
 pub mod process;
@@ -32,7 +33,7 @@ use myquic::api::pb;
 use myquic::api::{ApiError, Code, Codec, Encoding, Method};
 use myquic::config::Secret;
 use myquic::gateway::{Credential, Gateway, GatewayConfig};
-use myquic::transport::client::Connection;
+use myquic::transport::client::{Connection, ResponseStream};
 use myquic::transport::quic::Congestion;
 use myquic::transport::tls;
 
@@ -257,8 +258,14 @@ impl Client {
     pub async fn stream(
         &self,
         request: &pb::ExecuteRequest,
-        mut on_message: impl FnMut(usize, &pb::ExecuteResponse) -> bool,
+        on_message: impl FnMut(usize, &pb::ExecuteResponse) -> bool,
     ) -> Result<Vec<pb::ExecuteResponse>, ApiError> {
+        let response = self.open_stream(request).await;
+        self.read_stream(response, on_message).await
+    }
+
+    /// `StreamExecute` sent, and its response head received (200).
+    pub async fn open_stream(&self, request: &pb::ExecuteRequest) -> ResponseStream {
         let framing = myquic::api::Framing::Streaming;
         let mut req = http::Request::builder()
             .method("POST")
@@ -271,12 +278,22 @@ impl Client {
             req = req.header("connect-accept-encoding", accept);
         }
         let body = envelope(0, &self.codec.encode(request));
-        let mut response = self
+        let response = self
             .conn
             .send(req.body(body).unwrap())
             .await
             .expect("request");
         assert_eq!(response.head.status, 200, "streaming calls answer 200");
+        response
+    }
+
+    /// The messages of a stream [`Client::open_stream`] opened, as
+    /// [`Client::stream`] returns them.
+    pub async fn read_stream(
+        &self,
+        mut response: ResponseStream,
+        mut on_message: impl FnMut(usize, &pb::ExecuteResponse) -> bool,
+    ) -> Result<Vec<pb::ExecuteResponse>, ApiError> {
         let encoding = response
             .head
             .headers
