@@ -278,7 +278,10 @@ impl Wire {
             HeaderValue::from_static(Codec::Proto.content_type(framing)),
         );
         headers.insert(header::AUTHORIZATION, credential.authorization().clone());
-        headers.insert("connect-protocol-version", HeaderValue::from_static("1"));
+        // No `Connect-Protocol-Version`: clients "should" send it, psdb
+        // servers do not require it (`@planetscale/database` never sends
+        // it), and over HTTP/3 its literal name is Huffman-coded by QPACK
+        // on both sides of every request.
         let accept = match framing {
             Framing::Unary => header::ACCEPT_ENCODING,
             Framing::Streaming => http::HeaderName::from_static("connect-accept-encoding"),
