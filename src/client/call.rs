@@ -10,14 +10,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, header};
 use prost::Message;
 use tracing::debug;
 
 use crate::admin::metrics::metrics;
 use crate::api::connect::{
-    ENVELOPE_HEADER, FLAG_COMPRESSED, end_stream_error, envelope, envelope_header, take_envelope,
+    ENVELOPE_HEADER, FLAG_COMPRESSED, end_stream_error, envelope, envelope_header,
 };
 use crate::api::stream_coding::{self, StreamCompressor};
 use crate::api::{
@@ -30,7 +30,9 @@ use crate::transport::client::{ClientError, Outgoing, ResponseStream};
 
 use super::connector::Counters;
 use super::credential::Credential;
+use super::envelopes::Envelopes;
 use super::error::CallError;
+use super::execute_reply::decode_without_session;
 use super::session::{RawSession, SESSION_FIELD, extract_session};
 
 /// Streaming requests from this size on are compressed as they are sent
@@ -276,7 +278,10 @@ impl Wire {
             HeaderValue::from_static(Codec::Proto.content_type(framing)),
         );
         headers.insert(header::AUTHORIZATION, credential.authorization().clone());
-        headers.insert("connect-protocol-version", HeaderValue::from_static("1"));
+        // No `Connect-Protocol-Version`: clients "should" send it, psdb
+        // servers do not require it (`@planetscale/database` never sends
+        // it), and over HTTP/3 its literal name is Huffman-coded by QPACK
+        // on both sides of every request.
         let accept = match framing {
             Framing::Unary => header::ACCEPT_ENCODING,
             Framing::Streaming => http::HeaderName::from_static("connect-accept-encoding"),
@@ -482,7 +487,7 @@ impl Wire {
         let encoding = response_encoding(&response.head.headers, "connect-content-encoding")?;
         Ok(ExecuteStream {
             response,
-            buf: BytesMut::new(),
+            envelopes: Envelopes::default(),
             encoding,
             limit: self.max_message,
             transport,
@@ -574,7 +579,7 @@ fn response_encoding(headers: &HeaderMap, name: &str) -> Result<Encoding, CallEr
 /// so the gateway stops reading the result.
 pub struct ExecuteStream {
     response: ResponseStream,
-    buf: BytesMut,
+    envelopes: Envelopes,
     encoding: Encoding,
     limit: usize,
     transport: HttpVersion,
@@ -661,7 +666,7 @@ impl ExecuteStream {
 
     async fn read(&mut self) -> Result<Option<Reply<pb::ExecuteResponse>>, CallError> {
         loop {
-            let taken = take_envelope(&mut self.buf, self.limit).map_err(|e| match e.code {
+            let taken = self.envelopes.next(self.limit).map_err(|e| match e.code {
                 Code::ResourceExhausted => CallError::TooLarge { limit: self.limit },
                 _ => CallError::Protocol(e.message),
             })?;
@@ -691,7 +696,7 @@ impl ExecuteStream {
                         None => Ok(None),
                     };
                 }
-                let message = pb::ExecuteResponse::decode(&payload[..])
+                let message = decode_without_session(&payload[..])
                     .map_err(|e| CallError::Protocol(format!("undecodable message: {e}")))?;
                 let session =
                     extract_session(&payload, SESSION_FIELD).map_err(CallError::Protocol)?;
@@ -702,7 +707,7 @@ impl ExecuteStream {
                 }));
             }
             match self.response.chunk().await {
-                Ok(Some(chunk)) => self.buf.extend_from_slice(&chunk),
+                Ok(Some(chunk)) => self.envelopes.push(chunk),
                 Ok(None) => {
                     return Err(CallError::Lost(
                         "the stream ended without an end-of-stream message".into(),
