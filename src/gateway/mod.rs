@@ -168,11 +168,17 @@ impl Gateway {
                 .all()
                 .for_each(|pool| backend_shares.watch(pool));
         }
-        // `auto`: read the backend's max_connections now (briefly: a
-        // backend that is down must not hold the start up), else retry.
+        // `auto`: read the backend's max_connections now, else retry.
+        // Within the backend's connect timeout, not less: until it is
+        // learned the bound is `max_connections` per credential (200),
+        // which a first burst can push past the backend's own limit
+        // (MariaDB's 1040 to every credential, as `tests/fair_shares.rs`
+        // saw when a loaded start took over 1 s). A backend that is down
+        // refuses at once and does not hold the start up.
         if config.backend.max_connections_total == 0
             && let Some(account) = service.accounts.iter().next()
-            && !shares::learn_total_now(&backend_shares, account, Duration::from_secs(1)).await
+            && !shares::learn_total_now(&backend_shares, account, config.backend.connect_timeout)
+                .await
         {
             tasks.spawn(shares::learn_total(
                 backend_shares.clone(),
