@@ -554,18 +554,7 @@ impl Connection {
             Ok(Err(e)) => {
                 return self.core.call_failed(&e, exec.was_in_transaction(), out);
             }
-            Err(Stopped::Killed) => {
-                if handle.is_cut() {
-                    self.core
-                        .execution_stopped(exec, &errors::shutdown_in_progress(), out);
-                }
-                return Next::Close;
-            }
-            Err(Stopped::Cancelled) => {
-                self.core
-                    .execution_stopped(exec, &errors::interrupted(), out);
-                return Next::Continue;
-            }
+            Err(why) => return self.stopped(why, exec, out),
         };
         let mut hung_up = false;
         // Rows waiting to be written: at most WRITE_CHUNK and one message,
@@ -586,14 +575,10 @@ impl Connection {
                     tokio::select! {
                         biased;
                         () = handle.kill.notified() => {
-                            if handle.is_cut() {
-                                self.core.execution_stopped(exec, &errors::shutdown_in_progress(), out);
-                            }
-                            return Next::Close;
+                            return self.stopped(Stopped::Killed, exec, out);
                         }
                         () = cancelled.as_mut() => {
-                            self.core.execution_stopped(exec, &errors::interrupted(), out);
-                            return Next::Continue;
+                            return self.stopped(Stopped::Cancelled, exec, out);
                         }
                         _ = self.io.hangup(), if !hung_up => {
                             hung_up = true;
@@ -633,6 +618,27 @@ impl Connection {
     /// Open cursors hold the session's stream: before a command that
     /// needs the session, they read the rest of their results ahead
     /// (bounded: see `command::cursors::CURSOR_BUFFER_LIMIT`).
+    /// Ends a statement stopped by a KILL. Returning drops its stream,
+    /// which kills it upstream; `KILL [CONNECTION]` closes the connection
+    /// (with an error only if the drain cut it), `KILL QUERY` answers
+    /// 1317 and the connection goes on.
+    fn stopped(&mut self, why: Stopped, exec: command::Execution, out: &mut Packets) -> Next {
+        match why {
+            Stopped::Killed => {
+                if self.registration.handle.is_cut() {
+                    self.core
+                        .execution_stopped(exec, &errors::shutdown_in_progress(), out);
+                }
+                Next::Close
+            }
+            Stopped::Cancelled => {
+                self.core
+                    .execution_stopped(exec, &errors::interrupted(), out);
+                Next::Continue
+            }
+        }
+    }
+
     async fn read_cursors_ahead(&mut self) {
         for id in self.core.cursors_reading() {
             while let Some(mut stream) = self.core.read_ahead_stream(id) {
@@ -673,7 +679,8 @@ impl Connection {
     }
 }
 
-/// Why the wait for a `StreamExecute`'s response head was given up.
+/// Why a statement was given up before its end, while its response head
+/// was awaited or its rows were read.
 enum Stopped {
     /// `KILL [CONNECTION]` (or the drain's cut) of this connection.
     Killed,

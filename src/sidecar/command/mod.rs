@@ -42,7 +42,7 @@ use super::errors;
 use super::session::{NewSession, Session};
 
 pub use cursors::FetchStep;
-pub use execution::Flow;
+pub use execution::{Execution, Flow};
 use statements::{LongDataLimits, Prepared, Statements};
 
 /// Whether the connection goes on after a command.
