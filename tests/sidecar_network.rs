@@ -634,23 +634,7 @@ async fn disconnect_and_kill_query_cancel_at_the_backend() {
     );
     assert_eq!(server_code(&error), Some(1317), "{error}");
     assert!(answered - kill < Duration::from_secs(2));
-    wait_running(
-        &mut root,
-        VICTIM,
-        0,
-        "the killed SLEEP stopped at the backend",
-        Duration::from_secs(5),
-    )
-    .await;
-    // KILL QUERY leaves the connection usable.
-    let one: Option<u8> = bounded(
-        "a statement after KILL QUERY",
-        Duration::from_secs(10),
-        victim.query_first("SELECT 1"),
-    )
-    .await
-    .expect("the victim's connection still works");
-    assert_eq!(one, Some(1));
+    stopped_and_still_usable(&mut root, VICTIM, &mut victim).await;
     drop((victim, killer));
     drop(sidecar);
 }
@@ -708,9 +692,21 @@ async fn kill_query_while_the_response_head_is_awaited() {
     assert_eq!(server_code(&error), Some(1317), "{error}");
     // Cancelled upstream (the request dropped: a reset, which the relay
     // let through), so the gateway killed it at the backend.
+    stopped_and_still_usable(&mut root, VICTIM, &mut victim).await;
+    drop((victim, killer));
+    drop(sidecar);
+}
+
+/// After `KILL QUERY`: the victim's statement no longer runs at the
+/// backend, and its connection still works, as MariaDB leaves it.
+async fn stopped_and_still_usable(
+    root: &mut mysql_async::Conn,
+    victim_sql: &str,
+    victim: &mut mysql_async::Conn,
+) {
     wait_running(
-        &mut root,
-        VICTIM,
+        root,
+        victim_sql,
         0,
         "the killed SLEEP stopped at the backend",
         Duration::from_secs(5),
@@ -724,6 +720,4 @@ async fn kill_query_while_the_response_head_is_awaited() {
     .await
     .expect("the victim's connection still works");
     assert_eq!(one, Some(1));
-    drop((victim, killer));
-    drop(sidecar);
 }
