@@ -89,6 +89,11 @@ const EXIT_CONFIG: u8 = 64;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Gateway(_)) {
+        // SAFETY: no other thread exists yet (clap spawns none; logging and
+        // the runtime start below).
+        unsafe { myquic::gateway::retained_memory::bound() };
+    }
     telemetry::init(cli.log_format, "info");
     let file = match cli.config.as_deref().map(config::File::read).transpose() {
         Ok(file) => file,

@@ -14,6 +14,7 @@ mod fresh_connections;
 mod health;
 mod json_columns;
 pub mod packet_limit;
+pub mod retained_memory;
 mod rpc;
 mod series;
 mod service;
