@@ -6,7 +6,6 @@ use crate::client::{CallError, Reply};
 use crate::mysql::MysqlError;
 use crate::mysql::packet::Packets;
 use crate::translate::cursor::Cursor;
-use crate::translate::errors::from_rpc_message;
 use crate::translate::results::{ResultWriter, RowFormat};
 
 use super::cursors::OpenCursor;
@@ -81,7 +80,7 @@ impl<S> CommandPhase<S> {
         self.update_session(&mut reply);
         let message = reply.message;
         if let Some(e) = message.error {
-            exec.error = Some(from_rpc_message(&e.message));
+            exec.error = Some(self.upstream_error(&e.message));
         }
         let Some(result) = message.result else {
             return Flow::More;
@@ -163,6 +162,7 @@ impl<S> CommandPhase<S> {
     /// here, in the stream's end: streaming calls answer 200 first).
     pub fn execution_failed(&mut self, exec: Execution, e: &CallError, out: &mut Packets) -> Next {
         let error = errors::from_call(e, exec.was_in_transaction);
+        self.account_refused |= error.code == errors::ACCESS_DENIED;
         exec.writer
             .finish(Some(&error), self.session.status(), 0, out);
         if errors::call_ends_session(e) {

@@ -173,6 +173,10 @@ pub struct CommandPhase<S> {
     /// gateway); without markers only one result per statement can be
     /// carried exactly.
     marked_ends: bool,
+    /// A request was refused with the backend's 1045: the credential's
+    /// backend account no longer logs in (see
+    /// [`CommandPhase::take_account_refused`]).
+    account_refused: bool,
 }
 
 /// What a connection starts with, from its login.
@@ -224,6 +228,7 @@ impl<S> CommandPhase<S> {
             new_session: login.new_session,
             marked_ends: login.marked_ends,
             pending_error: None,
+            account_refused: false,
             statements: Statements::default(),
             cursors: cursors::Cursors::default(),
         }
@@ -280,6 +285,23 @@ impl<S> CommandPhase<S> {
 
     pub fn take_owed_error(&mut self) -> Option<MysqlError> {
         self.pending_error.take()
+    }
+
+    /// An upstream error as the client gets it, noting a refusal of the
+    /// backend account itself.
+    fn upstream_error(&mut self, message: &[u8]) -> MysqlError {
+        let e = from_rpc_message(message);
+        self.account_refused |= e.code == errors::ACCESS_DENIED;
+        e
+    }
+
+    /// Whether a request since the last call was refused with the
+    /// backend's 1045 (`ER_ACCESS_DENIED_ERROR`: the account was dropped
+    /// or its password changed, found when the gateway opened a backend
+    /// connection for it): logins under the credential are then checked
+    /// again before their OK.
+    pub fn take_account_refused(&mut self) -> bool {
+        std::mem::take(&mut self.account_refused)
     }
 
     /// Takes in a reply's session cookie.
@@ -532,7 +554,8 @@ impl<S> CommandPhase<S> {
         self.update_session(&mut reply);
         let prepared = reply.message;
         if let Some(error) = prepared.error {
-            response::err(out, &from_rpc_message(&error.message));
+            let e = self.upstream_error(&error.message);
+            response::err(out, &e);
             return Next::Continue;
         }
         let Ok(params) = u16::try_from(prepared.params_count) else {
@@ -578,7 +601,10 @@ impl<S> CommandPhase<S> {
     ) -> Next {
         self.update_session(&mut reply);
         match (reply.message.error, reply.message.result) {
-            (Some(e), _) => response::err(out, &from_rpc_message(&e.message)),
+            (Some(e), _) => {
+                let e = self.upstream_error(&e.message);
+                response::err(out, &e);
+            }
             (None, result) => {
                 let fields = result.map(|r| r.fields).unwrap_or_default();
                 to_mysql::field_list(out, self.caps, self.style, &fields, self.session.status());
@@ -590,7 +616,9 @@ impl<S> CommandPhase<S> {
     /// A request that failed as a whole: an ERR, and the connection closes
     /// when the statement may have run or the session is gone.
     pub fn call_failed(&mut self, e: &CallError, in_transaction: bool, out: &mut Packets) -> Next {
-        response::err(out, &errors::from_call(e, in_transaction));
+        let error = errors::from_call(e, in_transaction);
+        self.account_refused |= error.code == errors::ACCESS_DENIED;
+        response::err(out, &error);
         if errors::call_ends_session(e) {
             Next::Close
         } else {
