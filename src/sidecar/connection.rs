@@ -530,11 +530,13 @@ impl Connection {
             cursor,
             prepared,
             call_of,
+            statements,
         } = statement;
         let mut exec = self
             .core
             .begin_execution(format, cursor)
-            .in_call_of(call_of);
+            .in_call_of(call_of)
+            .in_statements(statements);
         let handle = self.registration.handle.clone();
         // Made before the request is written and kept to the statement's
         // end: `KILL QUERY` wakes only the waiters that exist when it

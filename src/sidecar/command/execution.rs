@@ -30,6 +30,12 @@ impl Execution {
         self
     }
 
+    /// A multi-statement's statements: see [`ResultWriter::in_statements`].
+    pub fn in_statements(mut self, statements: Vec<crate::translate::statement::Answers>) -> Self {
+        self.writer = self.writer.in_statements(statements);
+        self
+    }
+
     /// Whether the connection would still be told about a transaction it
     /// was in when the statement started.
     pub fn was_in_transaction(&self) -> bool {

@@ -34,6 +34,7 @@ use crate::mysql::response::{self, ColumnStyle};
 use crate::translate::errors::from_rpc_message;
 use crate::translate::results::RowFormat;
 use crate::translate::sql_text::{Charset, Dialect};
+use crate::translate::statement::Answers;
 use crate::translate::to_mysql;
 use crate::translate::{out_params, params, statement};
 
@@ -69,6 +70,10 @@ pub struct Execute {
     /// A single `CALL` of this routine: its results' status flags are a
     /// procedure's (`ResultWriter::in_call_of`).
     pub call_of: Option<Vec<u8>>,
+    /// A multi-statement's statements, by how each answers (empty for one
+    /// statement): its column EOFs' MORE_RESULTS
+    /// (`ResultWriter::in_statements`).
+    pub statements: Vec<Answers>,
 }
 
 /// What a command needs done before its answer is complete.
@@ -348,6 +353,7 @@ impl<S> CommandPhase<S> {
                     cursor: None,
                     prepared: false,
                     call_of: None,
+                    statements: Vec::new(),
                 })
             }
             Command::FieldList { table, .. } => Step::FieldList(quoted_statement(
@@ -457,6 +463,17 @@ impl<S> CommandPhase<S> {
             .filter(|kill| !kill.by_query_id);
         let call_of = out_params::called_routine(&sql)
             .filter(|_| !statement::is_multi_statement(&sql, &self.dialect()));
+        // Only the EOF after a set's column definitions needs the
+        // statements, which a client with CLIENT_DEPRECATE_EOF never gets:
+        // its statements are not scanned again. (Only a client that
+        // enabled multi-statements gets here with one.)
+        let statements = if self.multi_statements
+            && !self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF)
+        {
+            statement::multi_statement_answers(&sql, &self.dialect()).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         let statement = Execute {
             sql,
             binds: HashMap::new(),
@@ -464,6 +481,7 @@ impl<S> CommandPhase<S> {
             cursor: None,
             prepared: false,
             call_of,
+            statements,
         };
         match kill {
             Some(kill) => Step::KillOrExecute {
@@ -503,6 +521,7 @@ impl<S> CommandPhase<S> {
             cursor,
             prepared,
             call_of,
+            statements: Vec::new(),
         })
     }
 
