@@ -352,6 +352,13 @@ impl Connection {
             self.unchecked_database = db.map(|db| (credential, db.to_string()));
             return Ok(());
         }
+        if db.is_none() && self.upstream.transport().is_none() {
+            // No connection to the gateway (down, or not reached yet): a
+            // login without a database stays local rather than wait for
+            // one; its first command gets the connection's error, and the
+            // next login under the credential is checked.
+            return Ok(());
+        }
         let mut reply = self
             .upstream
             .execute(self.core.session().cookie(), "DO 0", HashMap::new())
