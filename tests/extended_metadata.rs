@@ -80,14 +80,12 @@ async fn answers(client: &mut RawClient, deprecate_eof: bool) -> Vec<String> {
 
 /// The packets, readable, with two status bits of their EOF and end
 /// OK packets cleared, which the sidecar does not carry (README, Known
-/// limits): `SERVER_QUERY_NO_INDEX_USED` / `…_NO_GOOD_INDEX_USED`
-/// everywhere, and `SERVER_MORE_RESULTS_EXISTS` on the EOF after a
-/// multi-statement's column definitions (sent before the rows, when the
-/// sidecar cannot know yet). Column definitions are compared whole.
+/// limits): `SERVER_QUERY_NO_INDEX_USED` / `…_NO_GOOD_INDEX_USED`. Every
+/// other bit is compared, `SERVER_MORE_RESULTS_EXISTS` on the EOF after a
+/// multi-statement's column definitions too. Column definitions are
+/// compared whole.
 fn shown_all(mut packets: Vec<Vec<u8>>, deprecate_eof: bool) -> Vec<String> {
-    let mut after_definitions = false;
     for p in &mut packets {
-        let definition = p.starts_with(b"\x03def");
         if p.as_slice().first() == Some(&0xfe) && p.len() < 0xff_ffff {
             let at = if deprecate_eof {
                 let (_, a) = lenenc(&p[1..]);
@@ -96,11 +94,9 @@ fn shown_all(mut packets: Vec<Vec<u8>>, deprecate_eof: bool) -> Vec<String> {
             } else {
                 3
             };
-            let mask: u16 = if after_definitions { 0x38 } else { 0x30 };
-            let status = u16::from_le_bytes([p[at], p[at + 1]]) & !mask;
+            let status = u16::from_le_bytes([p[at], p[at + 1]]) & !0x30;
             p[at..at + 2].copy_from_slice(&status.to_le_bytes());
         }
-        after_definitions = definition;
     }
     packets.iter().map(|p| shown(p)).collect()
 }

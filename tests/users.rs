@@ -8,7 +8,8 @@
 //! error (1142), `COM_CHANGE_USER` between the two (state reset, an open
 //! transaction rolled back), a login database one account may use and the
 //! other may not (1044, also after the first has had it), and the
-//! backend's own 1045 while an account does not exist yet.
+//! backend's own 1045 at connect while an account does not exist yet,
+//! with a login database and without.
 
 mod common;
 
@@ -256,8 +257,9 @@ async fn observe(chain: &Chain, target: Target) -> Vec<String> {
     seen
 }
 
-/// A login and nothing else, by a client that writes the packets itself:
-/// `None` if it was accepted, else the refusal.
+/// A login and nothing else, by a client that writes the packets itself
+/// (into `db`, or none if it is empty): `None` if it was accepted, else
+/// the refusal.
 async fn raw_login(chain: &Chain, target: Target, account: Account, db: &str) -> Option<Answer> {
     let (user, password) = (account.user, account.password);
     let login = async {
@@ -282,22 +284,29 @@ async fn each_account_runs_as_its_own_backend_account_as_directly() {
     let chain = chain().await;
 
     // The writer's backend account does not exist yet: the backend's own
-    // refusal, at connect (the login names a database, which is checked
-    // with the gateway before the login's OK) — in the login's answer
-    // itself, and so to a driver.
-    let raw = raw_login(&chain, Target::Direct, WRITER, "app").await;
-    assert!(matches!(&raw, Some(Answer::Err(1045, _))), "{raw:?}");
-    assert_eq!(raw_login(&chain, Target::Sidecar, WRITER, "app").await, raw);
-    let direct = connect(&chain, Target::Direct, WRITER, Some("app")).await;
-    let via = connect(&chain, Target::Sidecar, WRITER, Some("app")).await;
-    let (direct, via) = (direct.err(), via.err());
-    assert!(
-        direct
-            .as_deref()
-            .is_some_and(|e| e.starts_with("ERR 1045 (28000)")),
-        "{direct:?}"
-    );
-    assert_eq!(via, direct, "the backend's 1045 before the account exists");
+    // refusal, at connect — in the login's answer itself, and so to a
+    // driver — whether the login names a database or not (the sidecar
+    // checks a credential it does not know to log in with the gateway
+    // before the login's OK; the first login here names none).
+    for db in [None, Some("app"), None] {
+        let raw = raw_login(&chain, Target::Direct, WRITER, db.unwrap_or_default()).await;
+        assert!(matches!(&raw, Some(Answer::Err(1045, _))), "{raw:?}");
+        let via = raw_login(&chain, Target::Sidecar, WRITER, db.unwrap_or_default()).await;
+        assert_eq!(via, raw, "raw login into {db:?}");
+        let direct = connect(&chain, Target::Direct, WRITER, db).await;
+        let via = connect(&chain, Target::Sidecar, WRITER, db).await;
+        let (direct, via) = (direct.err(), via.err());
+        assert!(
+            direct
+                .as_deref()
+                .is_some_and(|e| e.starts_with("ERR 1045 (28000)")),
+            "{direct:?}"
+        );
+        assert_eq!(
+            via, direct,
+            "the backend's 1045 before the account exists, into {db:?}"
+        );
+    }
 
     let mut root = Conn::new(chain.stack.db.root_opts()).await.unwrap();
     root.query_drop(

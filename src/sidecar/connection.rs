@@ -34,10 +34,6 @@ use super::session::NewSession;
 /// session.
 const CLOSE_SESSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Most login databases remembered as selectable (see
-/// [`Connection::open_login_database`]).
-const KNOWN_DATABASES_MAX: usize = 1024;
-
 /// Packets are written to the client once this much is buffered.
 const WRITE_CHUNK: usize = 64 * 1024;
 
@@ -196,14 +192,17 @@ impl Connection {
                 break;
             }
             let refused = self.core.session().target_refused();
-            if refused && let Some(db) = self.unchecked_database.take() {
+            if refused && let Some((credential, db)) = self.unchecked_database.take() {
                 // It was selected once, and is gone now (or this
                 // credential lost its rights to it).
-                self.shared
-                    .known_databases
-                    .lock()
-                    .expect("not poisoned")
-                    .remove(&db);
+                self.shared.known.forget_database(&credential, &db);
+            }
+            if self.core.take_account_refused() {
+                // The backend account was dropped, or its password
+                // changed, since it last logged in: the next login under
+                // the credential is checked again.
+                let credential = self.upstream.credential().username();
+                self.shared.known.forget(credential);
             }
             if next == Next::Close || refused || self.registration.handle.is_killed() {
                 break;
@@ -329,24 +328,35 @@ impl Connection {
         }
     }
 
-    /// Makes `db`, which the client named at login, the default database,
-    /// before the login's OK: `Err` (the backend's 1049 or 1044) refuses
-    /// the login, as a server does. A database the gateway has selected
-    /// for an earlier login costs nothing now (it rides on the first
-    /// request); another costs one request, once per database.
-    pub async fn open_login_database(&mut self, db: &str) -> Result<(), MysqlError> {
-        if !self.shared.upstream_targets.load(Ordering::Relaxed) {
-            // A psdb server that takes no target: `USE`, now.
-            self.use_database(db).await;
-            return self.core.take_owed_error().map_or(Ok(()), Err);
+    /// Checks a login with the gateway before its OK, unless it is known
+    /// to succeed: `Err` refuses it as a server does — the backend's 1045
+    /// (its account does not exist, yet, or takes another password), or
+    /// its 1049 or 1044 for the default database `db`. A login the
+    /// sidecar can vouch for (its credential's backend account has logged
+    /// in, and the gateway has selected `db` for it before) costs nothing
+    /// now: `db` rides on the first request. Another costs one request,
+    /// whose session the connection goes on with.
+    pub async fn check_login(&mut self, db: Option<&str>) -> Result<(), MysqlError> {
+        let credential = self.upstream.credential().username().to_string();
+        if let Some(db) = db {
+            if !self.shared.upstream_targets.load(Ordering::Relaxed) {
+                // A psdb server that takes no target: `USE`, now.
+                self.use_database(db).await;
+                let used = self.core.take_owed_error().map_or(Ok(()), Err);
+                self.learn_login(&credential, None, used.as_ref().err());
+                return used;
+            }
+            self.core.start_in(db);
         }
-        self.core.start_in(db);
-        let key = self.known(db.to_string());
-        let known = (self.shared.known_databases.lock())
-            .expect("not poisoned")
-            .contains(&key);
-        if known {
-            self.unchecked_database = Some(key);
+        if self.shared.known.knows(&credential, db) {
+            self.unchecked_database = db.map(|db| (credential, db.to_string()));
+            return Ok(());
+        }
+        if db.is_none() && self.upstream.transport().is_none() {
+            // No connection to the gateway (down, or not reached yet): a
+            // login without a database stays local rather than wait for
+            // one; its first command gets the connection's error, and the
+            // next login under the credential is checked.
             return Ok(());
         }
         let mut reply = self
@@ -355,30 +365,31 @@ impl Connection {
             .await
             .map_err(|e| errors::from_call(&e, false))?;
         self.core.update_session(&mut reply);
-        // Refused: the database (1049, 1044), or the account itself — a
-        // backend account that does not exist (yet) or whose password
-        // differs (1045), which a server refuses at connect too.
         if self.core.session().target_refused() || reply.message.error.is_some() {
             // The gateway made a session anyway: it must not wait for its
             // idle timeout.
             let cookie = self.core.session_mut().reset();
             self.close_in_background(cookie);
-            return Err(reply.message.error.map_or_else(
-                || errors::unknown_database(db.as_bytes()),
+            let e = reply.message.error.map_or_else(
+                || errors::unknown_database(db.unwrap_or_default().as_bytes()),
                 |e| from_rpc_message(&e.message),
-            ));
+            );
+            self.learn_login(&credential, None, Some(&e));
+            return Err(e);
         }
-        let mut known = self.shared.known_databases.lock().expect("not poisoned");
-        if known.len() < KNOWN_DATABASES_MAX {
-            known.insert(key);
-        }
+        self.learn_login(&credential, db, None);
         Ok(())
     }
 
-    /// A login database as remembered: with the credential that selected
-    /// it, since what one backend account may use another may not.
-    fn known(&self, db: String) -> (String, String) {
-        (self.upstream.credential().username().to_string(), db)
+    /// What a login's request under `credential` showed: its backend
+    /// account logs in (in `db`), unless the backend refused it (1045),
+    /// which forgets the credential.
+    fn learn_login(&self, credential: &str, db: Option<&str>, refused: Option<&MysqlError>) {
+        match refused {
+            None => self.shared.known.learned(credential, db),
+            Some(e) if e.code == errors::ACCESS_DENIED => self.shared.known.forget(credential),
+            Some(_) => {}
+        }
     }
 
     /// Sends the login's last packets, or the refusal of its database in
@@ -439,10 +450,13 @@ impl Connection {
             .await
             .map_err(|e| errors::from_call(&e, false))?;
         self.core.update_session(&mut reply);
-        reply
+        let used = reply
             .message
             .error
-            .map_or(Ok(()), |e| Err(from_rpc_message(&e.message)))
+            .map_or(Ok(()), |e| Err(from_rpc_message(&e.message)));
+        let credential = self.upstream.credential().username().to_string();
+        self.learn_login(&credential, None, used.as_ref().err());
+        used
     }
 
     async fn use_database(&mut self, db: &str) {
@@ -523,11 +537,13 @@ impl Connection {
             cursor,
             prepared,
             call_of,
+            statements,
         } = statement;
         let mut exec = self
             .core
             .begin_execution(format, cursor)
-            .in_call_of(call_of);
+            .in_call_of(call_of)
+            .in_statements(statements);
         let handle = self.registration.handle.clone();
         // Made before the request is written and kept to the statement's
         // end: `KILL QUERY` wakes only the waiters that exist when it

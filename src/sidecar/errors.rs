@@ -15,6 +15,10 @@ fn error(code: u16, state: &str, message: impl Into<ErrorText>) -> MysqlError {
     }
 }
 
+/// ER_ACCESS_DENIED_ERROR: the backend refused the account (it does not
+/// exist, or the password differs), or the gateway the credential.
+pub const ACCESS_DENIED: u16 = 1045;
+
 /// ER_NET_PACKET_TOO_LARGE; the connection closes after it.
 pub fn packet_too_large(e: &PacketError) -> MysqlError {
     error(
@@ -267,7 +271,7 @@ pub fn from_call(e: &CallError, in_transaction: bool) -> MysqlError {
         ),
         CallError::Api(api) => match api.code {
             Code::Unauthenticated => error(
-                1045,
+                ACCESS_DENIED,
                 "28000",
                 format!(
                     "Access denied: the gateway refused the sidecar's credential ({})",

@@ -11,6 +11,8 @@
 //! - [`front_tls`]: TLS toward local clients;
 //! - [`session`]: the psdb session each client connection owns;
 //! - [`upstreams`]: the gateway credential each local account runs under;
+//! - [`known_logins`]: which credentials' backend accounts (and login
+//!   databases) are known to work, so their logins cost no request;
 //! - [`registry`]: live connections by id, for `KILL`;
 //! - [`drain`]: the graceful shutdown, and the health and metrics the
 //!   admin endpoint reports;
@@ -23,16 +25,17 @@ pub mod drain;
 pub mod errors;
 pub mod front_tls;
 pub mod io;
+pub mod known_logins;
 pub mod login;
 pub mod registry;
 pub mod session;
 pub mod upstreams;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -78,12 +81,13 @@ pub struct Shared {
     /// `target_string` names (learned at start; until then, and with a
     /// gateway that does not, the database is selected by a `USE`).
     pub upstream_targets: AtomicBool,
-    /// Databases the gateway has selected as a login's default database,
-    /// with the API user it selected them for: a later login of the same
-    /// credential naming one of them is not checked again (see
-    /// `Connection::open_login_database`); another credential's account
-    /// may be refused it (1044). Bounded; forgotten when refused.
-    pub known_databases: Mutex<HashSet<(String, String)>>,
+    /// The credentials whose backend accounts log in, and the databases
+    /// the gateway has selected as their logins' default database: a
+    /// later login of the same credential (naming one of them) is not
+    /// checked again (see `Connection::check_login`); another
+    /// credential's account may be refused it (1044). Forgotten when
+    /// refused.
+    pub known: known_logins::KnownLogins,
     /// The greeting's version is final: configured, or learned from the
     /// backend (see [`GREETING_WAIT`]).
     version_known: tokio::sync::watch::Sender<bool>,
@@ -149,7 +153,7 @@ impl Sidecar {
             login_slots: Arc::new(Semaphore::new(config.max_connections_logging_in)),
             login_timeout: config.login_timeout,
             upstream_targets: AtomicBool::new(false),
-            known_databases: Mutex::default(),
+            known: known_logins::KnownLogins::default(),
             version_known: tokio::sync::watch::Sender::new(version_known),
             plugin_follows_version,
             draining: std::sync::atomic::AtomicBool::new(false),
@@ -364,6 +368,12 @@ async fn learn_upstream(shared: Arc<Shared>, learn_version: bool) {
             .await
         {
             Ok(reply) => {
+                if reply.message.error.is_none() {
+                    // The sidecar's own backend account logs in: its
+                    // accounts' logins need no check.
+                    let credential = shared.client.credential().username();
+                    shared.known.learned(credential, None);
+                }
                 if let Some(session) = &reply.session {
                     let targets = session
                         .view()
@@ -537,19 +547,21 @@ async fn serve(stream: Box<dyn Stream>, secure: bool, shared: Arc<Shared>) {
     debug!(user = %login.user.escape_ascii(), id = registration.id, "client logged in");
     let database = login.database.clone();
     let mut conn = Connection::new(io, shared.clone(), registration, handshake, &login);
-    // The database first: one the gateway has selected before rides on
-    // the first request (the collation's, if one is needed, else the
-    // client's first command); another is tried before the login's OK,
-    // so that a client naming a database that does not exist is refused
-    // at connect (1049), as by a server.
+    // The database first: one the gateway has selected before for this
+    // credential rides on the first request (the collation's, if one is
+    // needed, else the client's first command); another is tried before
+    // the login's OK, so that a client naming a database that does not
+    // exist is refused at connect (1049), as by a server. So is, with or
+    // without a database, a login under a credential whose backend
+    // account is not known to log in yet (the backend's 1045).
     let mut collation_set = false;
     let opened = match database.as_deref().map(|db| (db, std::str::from_utf8(db))) {
-        Some((_, Ok(db))) => conn.open_login_database(db).await,
+        Some((_, Ok(db))) => conn.check_login(Some(db)).await,
         Some((db, Err(_))) => {
             collation_set = true;
             conn.open_login_database_in_charset(db, login.charset).await
         }
-        None => Ok(()),
+        None => conn.check_login(None).await,
     };
     if conn.finish_login(ok, opened).await.is_none() {
         return;

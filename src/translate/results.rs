@@ -26,6 +26,7 @@ use crate::mysql::packet::Packets;
 use crate::mysql::response::{self, ColumnStyle};
 use crate::mysql::{CapabilityFlags, StatusFlags};
 use crate::translate::out_params;
+use crate::translate::statement::Answers;
 use crate::translate::to_mysql::{self, binary_row, text_row};
 
 /// How rows are encoded: text for COM_QUERY, binary for COM_STMT_EXECUTE.
@@ -91,6 +92,11 @@ pub struct ResultWriter {
     /// The open or last result set holds OUT parameters: its EOFs carry
     /// `SERVER_PS_OUT_PARAMS`.
     out_params: bool,
+    /// A multi-statement's statements (see [`ResultWriter::in_statements`]).
+    statements: Vec<Answers>,
+    /// Which of them the next result comes from; `None` once that is not
+    /// known (after a statement whose results cannot be counted).
+    statement: Option<usize>,
 }
 
 impl ResultWriter {
@@ -107,7 +113,21 @@ impl ResultWriter {
             marked_ends: true,
             call_of: None,
             out_params: false,
+            statements: Vec::new(),
+            statement: None,
         }
+    }
+
+    /// The statement is a multi-statement of these statements: a result
+    /// set's column EOF says MORE_RESULTS while a later one remains, as
+    /// the server's does. Results are counted to statements as they end
+    /// (one each; a `CALL`'s up to its own OK); after a statement whose
+    /// results cannot be counted (`Answers::Unknown`), later sets' column
+    /// EOFs go without the flag, as a single statement's.
+    pub fn in_statements(mut self, statements: Vec<Answers>) -> Self {
+        self.statement = (!statements.is_empty()).then_some(0);
+        self.statements = statements;
+        self
     }
 
     /// The statement is a single `CALL` of `routine`: every set's column
@@ -248,19 +268,52 @@ impl ResultWriter {
             to_mysql::column_definition(out, self.style, field);
         }
         if !self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF) {
-            let in_call = match self.call_of {
-                Some(_) => more(),
-                None => StatusFlags::empty(),
+            let more_follow = if self.more_at_columns() {
+                more()
+            } else {
+                StatusFlags::empty()
             };
             response::eof(
                 out,
                 self.caps,
-                self.status | in_call | self.out_params_flags(),
+                self.status | more_follow | self.out_params_flags(),
                 0,
             );
         }
         self.state = State::Open {
             fields: fields.to_vec(),
+        };
+    }
+
+    /// Whether the server's EOF after a set's column definitions says
+    /// MORE_RESULTS: within a procedure call, and while a later statement
+    /// of a multi-statement remains.
+    fn more_at_columns(&self) -> bool {
+        if self.call_of.is_some() {
+            return true;
+        }
+        let Some(i) = self.statement else {
+            return false;
+        };
+        match self.statements.get(i) {
+            Some(Answers::Call) => true,
+            // An `EXECUTE` as the last statement may be a `CALL`'s (set)
+            // or not (unset): taken as not, the more common.
+            Some(Answers::One | Answers::Unknown) => i + 1 < self.statements.len(),
+            None => false,
+        }
+    }
+
+    /// A result of a multi-statement ended (`ok`: an OK result): the
+    /// statement the next one comes from.
+    fn result_ended(&mut self, ok: bool) {
+        let Some(i) = self.statement else {
+            return;
+        };
+        self.statement = match self.statements.get(i) {
+            Some(Answers::One) => Some(i + 1),
+            Some(Answers::Call) => Some(if ok { i + 1 } else { i }),
+            Some(Answers::Unknown) | None => None,
         };
     }
 
@@ -272,6 +325,7 @@ impl ResultWriter {
     ) -> Result<(), MysqlError> {
         if self.marked_ends && matches!(self.state, State::Open { .. }) {
             self.state = State::Held(Held::EndOfRows);
+            self.result_ended(false);
             return Ok(());
         }
         match &mut self.state {
@@ -299,6 +353,7 @@ impl ResultWriter {
             insert_id: result.insert_id,
             info: result.info.clone(),
         });
+        self.result_ended(true);
         Ok(())
     }
 
@@ -787,6 +842,62 @@ mod tests {
                 ]
             );
         }
+    }
+
+    /// The MORE_RESULTS flag of each EOF after column definitions.
+    fn column_eofs_say_more(out: &mut Packets) -> Vec<bool> {
+        let mut buf = out.take();
+        let mut after_definition = false;
+        let mut more = Vec::new();
+        while let Some(p) = decode(&mut buf, usize::MAX).unwrap() {
+            let p = p.payload;
+            if after_definition && p[0] == 0xfe && p.len() == 5 {
+                let status = StatusFlags::from_bits_truncate(u16::from_le_bytes([p[3], p[4]]));
+                more.push(status.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS));
+            }
+            after_definition = p.starts_with(b"\x03def");
+        }
+        more
+    }
+
+    /// As MariaDB: a set's column EOF says MORE_RESULTS while a later
+    /// statement remains, and in every set of a `CALL`.
+    #[test]
+    fn column_eofs_say_more_while_a_statement_remains() {
+        use Answers::{Call, One, Unknown};
+        // `results`: S a result set, O an OK result.
+        let eofs = |plan: Vec<Answers>, results: &str| {
+            let mut out = Packets::reply_to(0);
+            let mut writer = ResultWriter::new(classic(), RowFormat::Text, MID).in_statements(plan);
+            for r in results.chars() {
+                let messages = match r {
+                    'S' => vec![
+                        fields_msg(vec![field("x", 3, 0)], vec![row(&[Some("1")])]),
+                        end_msg(),
+                    ],
+                    _ => vec![ok_msg(0, 0, "")],
+                };
+                for m in &messages {
+                    writer.message(m, &mut out).unwrap();
+                }
+            }
+            writer.finish(None, FINAL, 0, &mut out);
+            column_eofs_say_more(&mut out)
+        };
+        assert_eq!(eofs(vec![One, One], "SS"), [true, false]);
+        assert_eq!(eofs(vec![One, One, One], "SOS"), [true, false]);
+        assert_eq!(eofs(vec![One, One], "OS"), [false]);
+        assert_eq!(eofs(vec![One, One], "SO"), [true]);
+        // A CALL's sets, then the statements after its own OK.
+        assert_eq!(eofs(vec![Call, One], "SSOS"), [true, true, false]);
+        assert_eq!(eofs(vec![One, Call], "SSSO"), [true, true, true]);
+        assert_eq!(eofs(vec![One, Call, One], "SOS"), [true, false]);
+        // An EXECUTE's results cannot be counted: later sets' EOFs go as
+        // a single statement's.
+        assert_eq!(eofs(vec![Unknown, One, One], "SSS"), [true, false, false]);
+        assert_eq!(eofs(vec![One, Unknown], "SS"), [true, false]);
+        // One statement (no plan): never.
+        assert_eq!(eofs(vec![], "S"), [false]);
     }
 
     /// A prepared CALL's set whose columns are the routine's parameters is

@@ -181,6 +181,75 @@ pub fn second_statement(sql: &[u8], dialect: &Dialect) -> Option<usize> {
     inner_semicolon(sql, dialect)
 }
 
+/// How a statement of a multi-statement answers, which decides what the
+/// server says in the EOF after a result set's column definitions (sent
+/// before the rows, so before anything of the statement's end is known):
+/// `SERVER_MORE_RESULTS_EXISTS` while a later statement remains (the
+/// server knows it from the text: its parser found the next statement),
+/// and throughout a procedure call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answers {
+    /// One result: a result set or an OK.
+    One,
+    /// A `CALL`: its procedure's result sets, then the call's own OK.
+    Call,
+    /// Not known from its text: an `EXECUTE` (of a prepared `CALL`, or
+    /// not), a compound statement, `SET STATEMENT … FOR`, an executable
+    /// comment.
+    Unknown,
+}
+
+/// The statements of a multi-statement, in order, by how each answers;
+/// `None` for a single statement. Split where [`second_statement`]
+/// splits, so where the server's parser ends each statement; a compound
+/// statement ends the list (what follows its `END` is not looked for).
+pub fn multi_statement_answers(sql: &[u8], dialect: &Dialect) -> Option<Vec<Answers>> {
+    let mut at = second_statement(sql, dialect)?;
+    let mut answers = vec![answers_of(sql)];
+    loop {
+        let rest = &sql[at..];
+        answers.push(answers_of(rest));
+        match second_statement(rest, dialect) {
+            Some(next) => at += next,
+            None => return Some(answers),
+        }
+    }
+}
+
+fn answers_of(statement: &[u8]) -> Answers {
+    let Some(keyword) = leading_keyword(statement) else {
+        return Answers::Unknown;
+    };
+    let at = keyword.as_ptr() as usize - statement.as_ptr() as usize;
+    let next = next_word(&statement[at + keyword.len()..]);
+    let is = |k: &[u8], name: &str| k.eq_ignore_ascii_case(name.as_bytes());
+    if is(keyword, "CALL") {
+        Answers::Call
+    } else if ["EXECUTE", "IF", "CASE", "LOOP", "WHILE", "REPEAT", "FOR"]
+        .iter()
+        .any(|k| is(keyword, k))
+        || (is(keyword, "BEGIN") && is(next, "NOT"))
+        || (is(keyword, "SET") && is(next, "STATEMENT"))
+        // A labelled compound statement (`label: BEGIN …`).
+        || next.first() == Some(&b':')
+    {
+        Answers::Unknown
+    } else {
+        Answers::One
+    }
+}
+
+/// The word `rest` starts with, after whitespace (letters, digits, `_`;
+/// else the one byte there).
+fn next_word(rest: &[u8]) -> &[u8] {
+    let rest = rest.trim_ascii_start();
+    let end = rest
+        .iter()
+        .position(|b| !(b.is_ascii_alphanumeric() || *b == b'_'))
+        .unwrap_or(rest.len());
+    &rest[..end.max(rest.len().min(1))]
+}
+
 /// A `;` outside quotes and comments, as the server's lexer finds them,
 /// with something after it: more than one statement. Returns where that
 /// something starts.
@@ -448,5 +517,36 @@ mod tests {
             leading_keyword(b"-- x\n# y\n  update t"),
             Some(&b"update"[..])
         );
+    }
+
+    #[test]
+    fn a_multi_statement_lists_how_each_statement_answers() {
+        use Answers::{Call, One, Unknown};
+        let plan = |sql: &str| multi_statement_answers(sql.as_bytes(), &D);
+        assert_eq!(plan("SELECT 1"), None);
+        assert_eq!(plan("CALL p()"), None);
+        assert_eq!(plan("SELECT 1;"), None, "a trailing ; ends one statement");
+        assert_eq!(plan("SELECT 1; SELECT 2"), Some(vec![One, One]));
+        assert_eq!(plan("SELECT 1; SELECT 2;"), Some(vec![One, One]));
+        assert_eq!(
+            plan("SELECT ';'; call p(); DO 1"),
+            Some(vec![One, Call, One])
+        );
+        assert_eq!(
+            plan("EXECUTE s; SET STATEMENT x = 1 FOR CALL p(); SET @a = 1"),
+            Some(vec![Unknown, Unknown, One])
+        );
+        assert_eq!(plan("/*!SELECT 1*/; SELECT 2"), Some(vec![Unknown, One]));
+        // A compound statement ends the list: its inner `;` are not
+        // statements of the multi-statement.
+        assert_eq!(
+            plan("SELECT 1; BEGIN NOT ATOMIC SELECT 2; SELECT 3; END"),
+            Some(vec![One, Unknown])
+        );
+        // A labelled one is not seen as compound by `second_statement`,
+        // which splits it; it is still Unknown, so what follows it is not
+        // counted.
+        let labelled = plan("DO 1; lbl: LOOP LEAVE lbl; END LOOP").unwrap();
+        assert_eq!(labelled[..2], [One, Unknown]);
     }
 }

@@ -36,7 +36,7 @@ pub struct RawClient<S> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> RawClient<S> {
-    /// Reads the greeting and logs in as `user` into `db`.
+    /// Reads the greeting and logs in as `user` into `db` (none if empty).
     pub async fn login(stream: S, user: &str, password: &str, db: &str) -> Self {
         match Self::try_login(stream, user, password, db).await {
             Ok(client) => client,
@@ -57,11 +57,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> RawClient<S> {
         let greeting = client.read().await;
         assert_eq!(greeting[0], 10, "protocol 10 greeting");
         let scramble = greeting_scramble(&greeting);
-        let caps = CLIENT_LONG_PASSWORD
+        let mut caps = CLIENT_LONG_PASSWORD
             | CLIENT_PROTOCOL_41
             | CLIENT_SECURE_CONNECTION
-            | CLIENT_PLUGIN_AUTH
-            | CLIENT_CONNECT_WITH_DB;
+            | CLIENT_PLUGIN_AUTH;
+        if !db.is_empty() {
+            caps |= CLIENT_CONNECT_WITH_DB;
+        }
         let mut response = Vec::new();
         response.extend_from_slice(&caps.to_le_bytes());
         response.extend_from_slice(&(1u32 << 30).to_le_bytes());
@@ -72,8 +74,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> RawClient<S> {
         let auth = native_password(password.as_bytes(), &scramble);
         response.push(auth.len() as u8);
         response.extend_from_slice(&auth);
-        response.extend_from_slice(db.as_bytes());
-        response.push(0);
+        if !db.is_empty() {
+            response.extend_from_slice(db.as_bytes());
+            response.push(0);
+        }
         response.extend_from_slice(b"mysql_native_password\0");
         client.write(&response).await;
         let mut answer = client.read().await;

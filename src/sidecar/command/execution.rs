@@ -6,7 +6,6 @@ use crate::client::{CallError, Reply};
 use crate::mysql::MysqlError;
 use crate::mysql::packet::Packets;
 use crate::translate::cursor::Cursor;
-use crate::translate::errors::from_rpc_message;
 use crate::translate::results::{ResultWriter, RowFormat};
 
 use super::cursors::OpenCursor;
@@ -28,6 +27,12 @@ impl Execution {
     /// A single `CALL` of `routine`: see [`ResultWriter::in_call_of`].
     pub fn in_call_of(mut self, routine: Option<Vec<u8>>) -> Self {
         self.writer = self.writer.in_call_of(routine);
+        self
+    }
+
+    /// A multi-statement's statements: see [`ResultWriter::in_statements`].
+    pub fn in_statements(mut self, statements: Vec<crate::translate::statement::Answers>) -> Self {
+        self.writer = self.writer.in_statements(statements);
         self
     }
 
@@ -81,7 +86,7 @@ impl<S> CommandPhase<S> {
         self.update_session(&mut reply);
         let message = reply.message;
         if let Some(e) = message.error {
-            exec.error = Some(from_rpc_message(&e.message));
+            exec.error = Some(self.upstream_error(&e.message));
         }
         let Some(result) = message.result else {
             return Flow::More;
@@ -163,6 +168,7 @@ impl<S> CommandPhase<S> {
     /// here, in the stream's end: streaming calls answer 200 first).
     pub fn execution_failed(&mut self, exec: Execution, e: &CallError, out: &mut Packets) -> Next {
         let error = errors::from_call(e, exec.was_in_transaction);
+        self.account_refused |= error.code == errors::ACCESS_DENIED;
         exec.writer
             .finish(Some(&error), self.session.status(), 0, out);
         if errors::call_ends_session(e) {

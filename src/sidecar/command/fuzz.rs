@@ -390,7 +390,10 @@ fn drive(rng: &mut SmallRng, phase: &mut Phase, step: Step, out: &mut Packets, i
                 phase.call_failed(&random_failure(rng), rng.random(), out);
                 return;
             }
-            let mut exec = phase.begin_execution(e.format, e.cursor);
+            let mut exec = phase
+                .begin_execution(e.format, e.cursor)
+                .in_call_of(e.call_of)
+                .in_statements(e.statements);
             for _ in 0..rng.random_range(0..6) {
                 match pulled(rng) {
                     Ok(Some(r)) => match phase.on_reply(&mut exec, r, out) {

@@ -34,6 +34,7 @@ use crate::mysql::response::{self, ColumnStyle};
 use crate::translate::errors::from_rpc_message;
 use crate::translate::results::RowFormat;
 use crate::translate::sql_text::{Charset, Dialect};
+use crate::translate::statement::Answers;
 use crate::translate::to_mysql;
 use crate::translate::{out_params, params, statement};
 
@@ -69,6 +70,10 @@ pub struct Execute {
     /// A single `CALL` of this routine: its results' status flags are a
     /// procedure's (`ResultWriter::in_call_of`).
     pub call_of: Option<Vec<u8>>,
+    /// A multi-statement's statements, by how each answers (empty for one
+    /// statement): its column EOFs' MORE_RESULTS
+    /// (`ResultWriter::in_statements`).
+    pub statements: Vec<Answers>,
 }
 
 /// What a command needs done before its answer is complete.
@@ -173,6 +178,10 @@ pub struct CommandPhase<S> {
     /// gateway); without markers only one result per statement can be
     /// carried exactly.
     marked_ends: bool,
+    /// A request was refused with the backend's 1045: the credential's
+    /// backend account no longer logs in (see
+    /// [`CommandPhase::take_account_refused`]).
+    account_refused: bool,
 }
 
 /// What a connection starts with, from its login.
@@ -224,6 +233,7 @@ impl<S> CommandPhase<S> {
             new_session: login.new_session,
             marked_ends: login.marked_ends,
             pending_error: None,
+            account_refused: false,
             statements: Statements::default(),
             cursors: cursors::Cursors::default(),
         }
@@ -282,6 +292,23 @@ impl<S> CommandPhase<S> {
         self.pending_error.take()
     }
 
+    /// An upstream error as the client gets it, noting a refusal of the
+    /// backend account itself.
+    fn upstream_error(&mut self, message: &[u8]) -> MysqlError {
+        let e = from_rpc_message(message);
+        self.account_refused |= e.code == errors::ACCESS_DENIED;
+        e
+    }
+
+    /// Whether a request since the last call was refused with the
+    /// backend's 1045 (`ER_ACCESS_DENIED_ERROR`: the account was dropped
+    /// or its password changed, found when the gateway opened a backend
+    /// connection for it): logins under the credential are then checked
+    /// again before their OK.
+    pub fn take_account_refused(&mut self) -> bool {
+        std::mem::take(&mut self.account_refused)
+    }
+
     /// Takes in a reply's session cookie.
     pub fn update_session<M>(&mut self, reply: &mut Reply<M>) {
         if let Some(cookie) = reply.session.take() {
@@ -326,6 +353,7 @@ impl<S> CommandPhase<S> {
                     cursor: None,
                     prepared: false,
                     call_of: None,
+                    statements: Vec::new(),
                 })
             }
             Command::FieldList { table, .. } => Step::FieldList(quoted_statement(
@@ -435,6 +463,17 @@ impl<S> CommandPhase<S> {
             .filter(|kill| !kill.by_query_id);
         let call_of = out_params::called_routine(&sql)
             .filter(|_| !statement::is_multi_statement(&sql, &self.dialect()));
+        // Only the EOF after a set's column definitions needs the
+        // statements, which a client with CLIENT_DEPRECATE_EOF never gets:
+        // its statements are not scanned again. (Only a client that
+        // enabled multi-statements gets here with one.)
+        let statements = if self.multi_statements
+            && !self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF)
+        {
+            statement::multi_statement_answers(&sql, &self.dialect()).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         let statement = Execute {
             sql,
             binds: HashMap::new(),
@@ -442,6 +481,7 @@ impl<S> CommandPhase<S> {
             cursor: None,
             prepared: false,
             call_of,
+            statements,
         };
         match kill {
             Some(kill) => Step::KillOrExecute {
@@ -481,6 +521,7 @@ impl<S> CommandPhase<S> {
             cursor,
             prepared,
             call_of,
+            statements: Vec::new(),
         })
     }
 
@@ -532,7 +573,8 @@ impl<S> CommandPhase<S> {
         self.update_session(&mut reply);
         let prepared = reply.message;
         if let Some(error) = prepared.error {
-            response::err(out, &from_rpc_message(&error.message));
+            let e = self.upstream_error(&error.message);
+            response::err(out, &e);
             return Next::Continue;
         }
         let Ok(params) = u16::try_from(prepared.params_count) else {
@@ -578,7 +620,10 @@ impl<S> CommandPhase<S> {
     ) -> Next {
         self.update_session(&mut reply);
         match (reply.message.error, reply.message.result) {
-            (Some(e), _) => response::err(out, &from_rpc_message(&e.message)),
+            (Some(e), _) => {
+                let e = self.upstream_error(&e.message);
+                response::err(out, &e);
+            }
             (None, result) => {
                 let fields = result.map(|r| r.fields).unwrap_or_default();
                 to_mysql::field_list(out, self.caps, self.style, &fields, self.session.status());
@@ -590,7 +635,9 @@ impl<S> CommandPhase<S> {
     /// A request that failed as a whole: an ERR, and the connection closes
     /// when the statement may have run or the session is gone.
     pub fn call_failed(&mut self, e: &CallError, in_transaction: bool, out: &mut Packets) -> Next {
-        response::err(out, &errors::from_call(e, in_transaction));
+        let error = errors::from_call(e, in_transaction);
+        self.account_refused |= error.code == errors::ACCESS_DENIED;
+        response::err(out, &error);
         if errors::call_ends_session(e) {
             Next::Close
         } else {

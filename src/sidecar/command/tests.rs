@@ -355,6 +355,30 @@ fn a_statement_error_ends_the_answer_with_err() {
     ));
     assert_eq!(p.finish_execution(exec, &mut out), Next::Continue);
     assert_eq!(err_code(&out), 1054);
+    assert!(!p.take_account_refused(), "only a 1045 refuses the account");
+}
+
+#[test]
+fn a_refused_backend_account_is_noted_once() {
+    let mut p = phase();
+    let (step, _) = command(&mut p, b"\x03SELECT 1");
+    let Step::Execute(e) = step else {
+        panic!("{step:?}")
+    };
+    let mut exec = p.begin_execution(e.format, e.cursor);
+    let mut out = Packets::reply_to(1);
+    let message = pb::ExecuteResponse {
+        error: Some(pb::RpcError {
+            message: "Access denied for user 'writer'@'localhost' (using password: NO) (errno 1045) (sqlstate 28000)".into(),
+            code: 0,
+        }),
+        ..Default::default()
+    };
+    let _ = p.on_reply(&mut exec, reply(message), &mut out);
+    assert_eq!(p.finish_execution(exec, &mut out), Next::Continue);
+    assert_eq!(err_code(&out), 1045);
+    assert!(p.take_account_refused());
+    assert!(!p.take_account_refused(), "taken");
 }
 
 #[test]
