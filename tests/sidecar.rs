@@ -46,6 +46,59 @@ const TYPES_ROWS: &str = "INSERT INTO types VALUES
   X'00000000', X'', X'',
   'null', 'a', '', b'0', 7)";
 
+/// A result of many streamed messages (about 2 MB: NULLs, empty
+/// strings, every byte value, latin1 text, cells around the 127/128
+/// length boundary, a 160 kB cell every 1,000 rows) reaches the client as
+/// it left MariaDB, to the byte, in the text and the binary protocol: the
+/// gateway writes the rows into its messages itself (`api::row_batch`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_result_is_the_backends_to_the_byte() {
+    let chain = Chain::start().await;
+    let mut direct = chain.direct().await;
+    let mut via = chain.client().await;
+    let query = "SET STATEMENT max_recursive_iterations = 100000 FOR \
+        WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 6000) \
+        SELECT n, \
+          IF(n % 7 = 0, NULL, REPEAT(CHAR(n % 256 USING binary), n % 300)) AS b, \
+          IF(n % 5 = 0, '', CONVERT(REPEAT(_utf8mb4'é', n % 50) USING latin1)) AS l, \
+          IF(n % 1000 = 0, REPEAT(UNHEX(SHA2(n, 256)), 5000), UNHEX(SHA2(n, 256))) AS h, \
+          NULL AS z, '' AS e \
+        FROM s";
+    let text = async |conn: &mut Conn| {
+        let rows: Vec<mysql_async::Row> = conn.query(query).await.unwrap();
+        rows.into_iter()
+            .map(mysql_async::Row::unwrap)
+            .collect::<Vec<_>>()
+    };
+    let expected = text(&mut direct).await;
+    let bytes: usize = expected
+        .iter()
+        .flatten()
+        .map(|v| match v {
+            Value::Bytes(b) => b.len(),
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(expected.len(), 6000);
+    assert!(bytes > 1_500_000, "{bytes} bytes");
+    assert!(
+        text(&mut via).await == expected,
+        "text protocol: the rows differ"
+    );
+    let binary = async |conn: &mut Conn| {
+        let rows: Vec<mysql_async::Row> = conn.exec(query, ()).await.unwrap();
+        rows.into_iter()
+            .map(mysql_async::Row::unwrap)
+            .collect::<Vec<_>>()
+    };
+    let expected = binary(&mut direct).await;
+    assert_eq!(expected.len(), 6000);
+    assert!(
+        binary(&mut via).await == expected,
+        "binary protocol: the rows differ"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_column_type_is_identical_in_text_and_binary_protocol() {
     let chain = Chain::start().await;

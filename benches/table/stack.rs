@@ -83,6 +83,7 @@ key = {key}
 socket = {socket}
 warm_connections = 4
 max_connections = 1500
+{backend_extra}
 
 [[gateway.credentials]]
 username = "{API_USER}"
@@ -94,6 +95,9 @@ database = "app"
                 cert = quote(&certs.cert),
                 key = quote(&certs.key),
                 socket = quote(&db.socket),
+                // Extra `[gateway.backend]` lines, to compare settings
+                // back to back (`relay_extended_metadata = false`).
+                backend_extra = std::env::var("MQ_BENCH_GATEWAY_BACKEND").unwrap_or_default(),
             ),
         )?;
         let mut cmd = procs::command(Some(net.server_ns()), &myquic());

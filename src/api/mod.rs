@@ -6,6 +6,7 @@ pub mod connect;
 pub mod effort;
 pub mod error;
 pub mod pb;
+pub mod row_batch;
 mod s2_stream;
 pub mod stream_coding;
 pub mod strict_text;

@@ -11,9 +11,9 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Column, Conn, OptsBuilder, PoolConstraints, PoolOpts, SslOpts};
 
 use crate::api::pb;
+use crate::api::row_batch::Cells;
 use crate::config::BackendConfig;
 use crate::mysql::MysqlError;
-use crate::translate::rows::pack_row;
 use crate::translate::types::{blob_subtype_name, vitess_type};
 
 use super::error_text::with_server_bytes;
@@ -179,7 +179,8 @@ pub enum Flow {
 pub trait ResultSink: Send {
     /// The columns of a new result set.
     fn fields(&mut self, fields: Vec<pb::Field>) -> impl Future<Output = Flow> + Send;
-    fn row(&mut self, row: pb::Row) -> impl Future<Output = Flow> + Send;
+    /// One row, read where the driver holds it.
+    fn row(&mut self, row: &dyn Cells) -> impl Future<Output = Flow> + Send;
     /// The end of one result: of a result set (after its rows, with
     /// `ended_rows`), or an OK result of a statement without columns.
     fn end(&mut self, summary: Summary) -> impl Future<Output = ()> + Send;
@@ -274,31 +275,40 @@ async fn read_results<S: ResultSink>(
 ) -> Result<Outcome, BackendError> {
     let id = conn.id();
     let result = conn.query_iter(sql).await?;
-    // The text protocol's cells are the server's bytes (or NULL).
-    let text_row = |columns: &[Column], row: &mysql_async::Row| {
-        pack_row((0..columns.len()).map(|i| match row.as_ref(i) {
-            Some(mysql_async::Value::Bytes(b)) => Some(&b[..]),
-            _ => None,
-        }))
-    };
-    let outcome = feed_results(result, id, json, sink, text_row).await?;
+    let outcome = feed_results(result, id, json, sink, |_, row| TextRow(row)).await?;
     Ok(with_connection_warnings(conn, outcome))
 }
 
+/// A text-protocol row: its cells are the server's bytes (or NULL).
+struct TextRow(mysql_async::Row);
+
+impl Cells for TextRow {
+    fn count(&self) -> usize {
+        self.0.len()
+    }
+    fn cell(&self, i: usize) -> Option<&[u8]> {
+        match self.0.as_ref(i) {
+            Some(mysql_async::Value::Bytes(b)) => Some(b),
+            _ => None,
+        }
+    }
+}
+
 /// Feeds every result of `result` (text or binary protocol, read on
-/// connection `conn`) to `sink`, each row packed by `pack`; what the
-/// results said, summed up.
-pub(super) async fn feed_results<P, S, F>(
+/// connection `conn`) to `sink`, each row's cells read by `cells`; what
+/// the results said, summed up.
+pub(super) async fn feed_results<P, S, F, C>(
     mut result: mysql_async::QueryResult<'_, 'static, P>,
     conn: u32,
     json: JsonLookup<'_>,
     sink: &mut S,
-    pack: F,
+    cells: F,
 ) -> Result<Outcome, BackendError>
 where
     P: mysql_async::prelude::Protocol,
     S: ResultSink,
-    F: Fn(&[Column], &mysql_async::Row) -> pb::Row,
+    F: Fn(&[Column], mysql_async::Row) -> C,
+    C: Cells,
 {
     let mut outcome = Outcome::default();
     let mut flow = Flow::Continue;
@@ -323,7 +333,7 @@ where
         while let Some(row) = result.next().await? {
             outcome.rows_read += 1;
             if flow == Flow::Continue {
-                flow = sink.row(pack(&columns, &row)).await;
+                flow = sink.row(&cells(&columns, row)).await;
             }
         }
         outcome.warnings = result.warnings();

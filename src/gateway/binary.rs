@@ -27,9 +27,9 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Column, Conn, Value};
 
 use crate::api::pb::{BindVariable, Type};
+use crate::api::row_batch::Cells;
 use crate::mysql::temporal::{DateTime, Time};
 use crate::translate::bind::{self, BindError};
-use crate::translate::rows::pack_row;
 use crate::translate::sql_text::Dialect;
 use crate::translate::statement::leading_keyword;
 
@@ -150,14 +150,46 @@ async fn execute<S: ResultSink>(
     };
     let id = conn.id();
     let result = conn.exec_iter(statement, params).await?;
-    let binary_row = |columns: &[Column], row: &mysql_async::Row| {
-        let cells: Vec<Option<Cow<[u8]>>> = (0..columns.len())
-            .map(|i| row.as_ref(i).and_then(|v| cell(&columns[i], v)))
+    let binary_row = |columns: &[Column], row: mysql_async::Row| {
+        let made = (0..columns.len())
+            .map(|i| match row.as_ref(i).and_then(|v| cell(&columns[i], v)) {
+                Some(Cow::Borrowed(_)) => None,
+                Some(Cow::Owned(text)) => Some(Some(text)),
+                None => Some(None),
+            })
             .collect();
-        pack_row(cells.iter().map(|c| c.as_deref()))
+        BinaryRow { row, made }
     };
     let outcome = feed_results(result, id, json, sink, binary_row).await?;
     Ok(with_connection_warnings(conn, outcome))
+}
+
+/// A binary-protocol row as text: the cells [`cell`] makes, the others
+/// (strings, blobs, decimals) read where the driver holds them.
+struct BinaryRow {
+    row: mysql_async::Row,
+    /// Per cell: made by [`cell`] (`Some`; NULL included), or the
+    /// driver's bytes (`None`).
+    made: Vec<Option<Option<Vec<u8>>>>,
+}
+
+impl Cells for BinaryRow {
+    fn count(&self) -> usize {
+        self.made.len()
+    }
+    fn cell(&self, i: usize) -> Option<&[u8]> {
+        match &self.made[i] {
+            Some(made) => made.as_deref(),
+            None => match self
+                .row
+                .as_ref(i)
+                .and_then(|v| cell(&self.row.columns_ref()[i], v))
+            {
+                Some(Cow::Borrowed(bytes)) => Some(bytes),
+                _ => None,
+            },
+        }
+    }
 }
 
 /// A binary-protocol value as text that the sidecar turns back into the

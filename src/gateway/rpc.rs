@@ -7,10 +7,11 @@ use tracing::{debug, warn};
 
 use crate::api::ApiError;
 use crate::api::pb::{self, RpcError, VtCode};
+use crate::api::row_batch::Cells;
 use crate::config::Limits;
 use crate::mysql::MysqlError;
 use crate::translate::errors::to_rpc_error;
-use crate::translate::rows::row_size;
+use crate::translate::rows::{cells_size, pack};
 use crate::translate::sql_text::Dialect;
 use crate::translate::{bind, session_track, statement};
 
@@ -812,14 +813,14 @@ impl ResultSink for Collect {
 
     async fn end(&mut self, _summary: Summary) {}
 
-    async fn row(&mut self, row: pb::Row) -> Flow {
-        self.bytes += row_size(&row);
+    async fn row(&mut self, row: &dyn Cells) -> Flow {
+        self.bytes += cells_size(row);
         if self.bytes > self.limit {
             self.overflow = true;
             self.rows = Vec::new();
             return Flow::Discard;
         }
-        self.rows.push(row);
+        self.rows.push(pack(row));
         Flow::Continue
     }
 }

@@ -18,9 +18,10 @@ use tokio::time::Instant;
 use crate::api::connect::{end_stream, put_message_with};
 use crate::api::effort::{NEAR_RTT, effort_within};
 use crate::api::pb;
+use crate::api::row_batch::{Cells, RowBatch};
 use crate::api::strict_text::StrictText;
 use crate::api::{ApiError, Codec, Encoding};
-use crate::translate::rows::row_size;
+use crate::translate::rows::{cells_size, pack};
 use crate::transport::link::Link;
 
 use super::backend::{Flow, ResultSink, Summary};
@@ -45,7 +46,12 @@ pub struct StreamSink {
     /// The statement has one result: its end need not go out before the
     /// end of the stream (see [`StreamSink::single_result`]).
     single_result: bool,
-    pending: Vec<pb::Row>,
+    /// The protobuf message of the rows read since the last one, being
+    /// written at the end of `out`.
+    batch: Option<RowBatch>,
+    /// The same, for the JSON codec: rows to serialise as a message.
+    json_rows: Vec<pb::Row>,
+    /// The batch's rows' size, as `row_size` counts it.
     pending_bytes: usize,
     /// The client went away: the rest of the result is discarded.
     closed: bool,
@@ -73,7 +79,8 @@ impl StreamSink {
             queued: VecDeque::new(),
             out: BytesMut::new(),
             single_result: false,
-            pending: Vec::new(),
+            batch: None,
+            json_rows: Vec::new(),
             pending_bytes: 0,
             closed: false,
             raw_text: false,
@@ -116,11 +123,22 @@ impl StreamSink {
 
     /// Sends the rows batched so far as one message.
     pub async fn flush(&mut self) {
-        if self.pending.is_empty() {
+        self.pending_bytes = 0;
+        if let Some(batch) = self.batch.take() {
+            let (link, near_rtt) = (&self.link, self.near_rtt);
+            let sent = batch.close(&mut self.out, self.encoding, self.compress_min, || {
+                effort_within(link.estimate(), near_rtt)
+            });
+            super::series::bytes_sent().add(sent as u64);
+            if self.out.len() >= self.target {
+                self.push().await;
+            }
             return;
         }
-        let rows = std::mem::take(&mut self.pending);
-        self.pending_bytes = 0;
+        if self.json_rows.is_empty() {
+            return;
+        }
+        let rows = std::mem::take(&mut self.json_rows);
         let message = pb::ExecuteResponse {
             result: Some(pb::QueryResult {
                 rows,
@@ -246,9 +264,20 @@ impl ResultSink for StreamSink {
         async move { tx.closed().await }
     }
 
-    async fn row(&mut self, row: pb::Row) -> Flow {
-        self.pending_bytes += row_size(&row);
-        self.pending.push(row);
+    async fn row(&mut self, row: &dyn Cells) -> Flow {
+        if self.closed {
+            return Flow::Discard;
+        }
+        self.pending_bytes += cells_size(row);
+        if self.codec == Codec::Proto {
+            // Straight into the message the rows leave in.
+            let out = &mut self.out;
+            self.batch
+                .get_or_insert_with(|| RowBatch::open(out))
+                .push(out, row);
+        } else {
+            self.json_rows.push(pack(row));
+        }
         if self.pending_bytes >= self.target {
             self.flush().await;
             // A full batch goes out now, however well it compressed: the
@@ -281,11 +310,7 @@ mod tests {
             ..Default::default()
         };
         sink.fields(vec![field]).await;
-        sink.row(pb::Row {
-            lengths: vec![1],
-            values: b"1".to_vec().into(),
-        })
-        .await;
+        sink.row(&vec![Some(b"1".to_vec())]).await;
         sink.end(Summary::default()).await;
         sink.flush().await;
         sink.finish(Some(pb::ExecuteResponse::default()), None)
@@ -336,11 +361,7 @@ mod tests {
         sink.fields(vec![pb::Field::default()]).await;
         let value: Vec<u8> = (0..1000u32).map(|i| (i % 7) as u8 + b'a').collect();
         for _ in 0..8 * (target / 1000 + 1) {
-            sink.row(pb::Row {
-                lengths: vec![1000],
-                values: value.clone().into(),
-            })
-            .await;
+            sink.row(&vec![Some(value.clone())]).await;
         }
         sink.finish(None, None).await;
         reader.await.unwrap()
@@ -384,11 +405,7 @@ mod tests {
         let value = vec![b'x'; 1000];
         for batch in 1..=3 {
             for _ in 0..(target / 1000 + 1) {
-                sink.row(pb::Row {
-                    lengths: vec![1000],
-                    values: value.clone().into(),
-                })
-                .await;
+                sink.row(&vec![Some(value.clone())]).await;
             }
             let mut sent = 0;
             while let Ok(chunk) = rx.try_recv() {

@@ -4,6 +4,7 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::api::pb::Row;
+use crate::api::row_batch::Cells;
 
 /// Packs one row's cells. `None` is SQL NULL.
 pub fn pack_row<'a>(cells: impl IntoIterator<Item = Option<&'a [u8]>>) -> Row {
@@ -23,6 +24,11 @@ pub fn pack_row<'a>(cells: impl IntoIterator<Item = Option<&'a [u8]>>) -> Row {
         lengths,
         values: values.freeze(),
     }
+}
+
+/// Packs the cells of a row the backend driver holds.
+pub fn pack(cells: &dyn Cells) -> Row {
+    pack_row((0..cells.count()).map(|i| cells.cell(i)))
 }
 
 /// Unpacks a row into cells; `None` if `lengths` and `values` disagree.
@@ -49,6 +55,16 @@ pub fn row_size(row: &Row) -> usize {
     row.values.len() + row.lengths.len() * 2 + 4
 }
 
+/// [`row_size`] of the row `cells` pack into.
+pub fn cells_size(cells: &dyn Cells) -> usize {
+    let count = cells.count();
+    let values: usize = (0..count)
+        .filter_map(|i| cells.cell(i))
+        .map(<[u8]>::len)
+        .sum();
+    values + count * 2 + 4
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,6 +78,13 @@ mod tests {
         assert_eq!(cells[0].as_deref(), Some(&b"1"[..]));
         assert_eq!(cells[1], None);
         assert_eq!(cells[2].as_deref(), Some(&b""[..]));
+    }
+
+    #[test]
+    fn cells_are_sized_as_their_row() {
+        let cells = vec![Some(&b"1"[..]), None, Some(&b""[..]), Some(&b"xyz"[..])];
+        assert_eq!(cells_size(&cells), row_size(&pack(&cells)));
+        assert_eq!(pack(&cells), pack_row(cells.iter().copied()));
     }
 
     #[test]

@@ -27,6 +27,13 @@ const KEPT: usize = 32;
 /// is longer, held only until it is passed on. Rows, the only long
 /// packets, pass as they arrive, so a result of any size takes no more.
 const READ: usize = 16 * 1024;
+/// The most a side reads at a time while rows stream: a read that takes
+/// all the room it had finds more waiting, so the next may take twice as
+/// much, up to this; one that comes back short goes back to [`READ`] and
+/// the room is given back. A large result then crosses in a few dozen
+/// reads and writes a MiB rather than 64 of each, and an idle connection
+/// still holds [`READ`].
+const READ_MAX: usize = 128 * 1024;
 /// The longest packet the relay reads whole: column definitions, OKs,
 /// ERRs and EOFs are far shorter.
 const WHOLE_MAX: usize = 1 << 20;
@@ -138,7 +145,8 @@ impl Drop for Relay {
 
 /// One direction of a relayed connection: what has been read of it and
 /// not yet passed on, in a buffer of [`READ`] bytes that grows only while
-/// a packet the relay reads whole is longer, and shrinks back after it.
+/// a packet the relay reads whole is longer, or while reads keep finding
+/// more waiting (up to [`READ_MAX`]), and shrinks back after.
 struct Side<R> {
     inner: R,
     buf: BytesMut,
@@ -147,6 +155,9 @@ struct Side<R> {
     /// The length of the packet at the front, when it must be read whole
     /// and has not all arrived.
     wanted: usize,
+    /// How much the next read may take: [`READ`], doubled after each
+    /// read that took all its room, up to [`READ_MAX`].
+    stretch: usize,
     /// Whether `buf` has more room than [`READ`]: its capacity counts
     /// from what was consumed last, and a buffer emptied by `advance`
     /// would take its whole allocation back at the next `reserve`.
@@ -162,6 +173,7 @@ impl<R: AsyncRead + Unpin> Side<R> {
             buf: BytesMut::with_capacity(READ),
             passing: 0,
             wanted: 0,
+            stretch: READ,
             grown: false,
             peak: READ,
         }
@@ -170,18 +182,30 @@ impl<R: AsyncRead + Unpin> Side<R> {
     /// Reads what comes next; `false` at the end of the stream.
     /// Cancel-safe: a read either completes into `buf` or does not start.
     async fn fill(&mut self) -> io::Result<bool> {
-        let room = self.wanted.max(self.buf.len() + 1).max(READ);
+        let room = self.wanted.max(self.buf.len() + 1).max(self.stretch);
         if self.buf.capacity() < room {
             self.buf.reserve(room - self.buf.len());
             self.grown |= self.buf.capacity() > READ;
         }
         self.peak = self.peak.max(self.buf.capacity());
-        Ok(self.inner.read_buf(&mut self.buf).await? > 0)
+        let spare = self.buf.capacity() - self.buf.len();
+        let read = self.inner.read_buf(&mut self.buf).await?;
+        self.stretch = if read == spare {
+            (self.stretch * 2).min(READ_MAX)
+        } else {
+            READ
+        };
+        if read == 0 {
+            // Nothing more will be passed on.
+            self.shrink();
+        }
+        Ok(read > 0)
     }
 
-    /// Gives back the room a long packet took once it has been passed on.
+    /// Gives back the room a long packet or a run of full reads took once
+    /// it has been passed on.
     fn shrink(&mut self) {
-        if self.grown && self.buf.len() <= READ {
+        if self.grown && self.stretch == READ && self.buf.len() <= READ {
             let mut small = BytesMut::with_capacity(READ);
             small.extend_from_slice(&self.buf);
             self.buf = small;
@@ -452,8 +476,8 @@ mod tests {
     }
 
     /// A statement and a row of several MiB each cross the relay, which
-    /// never holds more than a few reads of them: the row passes as it
-    /// arrives, and the definition before it loses its info.
+    /// never holds more than a stretched read of them: the row passes as
+    /// it arrives, and the definition before it loses its info.
     #[tokio::test]
     async fn long_packets_pass_through_a_small_buffer() {
         const LONG: usize = 5 << 20;
@@ -529,7 +553,8 @@ mod tests {
         assert_eq!(kept.len(), 1);
         assert_eq!(kept[0].infos, vec![b"\x01\x04json".to_vec()]);
         for side in [from_client.peak, from_server.peak] {
-            assert!(side <= 2 * READ, "a side held {side} bytes");
+            assert!(side <= 2 * READ_MAX, "a side held {side} bytes");
+            assert!(side > READ, "reads of a long packet stretch: {side}");
         }
         assert_eq!(from_client.buf.capacity(), READ);
         assert!(from_server.buf.capacity() <= READ);
