@@ -800,3 +800,88 @@ async fn http2_runs_the_configured_tcp_congestion_controller() {
         .collect();
     assert_eq!(controllers, ["reno", "reno"], "{text}");
 }
+
+/// Every HTTP/3 request stream the client writes is exactly a HEADERS and
+/// a DATA frame. h3 sends a "grease" frame (a reserved type, RFC 9114
+/// §7.2.8) from each `SendRequest` that has not sent one; the client
+/// clones its `SendRequest` for every request, so every request carried
+/// one: a further frame to write into quinn and bytes on the wire per
+/// request. A raw QUIC server (no h3 in it) reads the streams' bytes.
+#[tokio::test(flavor = "multi_thread")]
+async fn http3_requests_are_headers_and_data_only() {
+    use myquic::transport::client::Connection;
+    use myquic::transport::quic::Congestion;
+    use myquic::transport::tls::Identity;
+
+    tls::install_crypto_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let cert = dir.path().join("cert.pem");
+    let identity = Identity::self_signed(&["localhost".into()], &cert).unwrap();
+    let endpoint = myquic::transport::h3_server::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        &identity,
+        Congestion::Bbr,
+        16,
+    )
+    .unwrap();
+    let addr = endpoint.local_addr().unwrap();
+    const REQUESTS: usize = 3;
+    let server = tokio::spawn(async move {
+        let conn = endpoint.accept().await.unwrap().await.unwrap();
+        let mut streams = Vec::new();
+        for _ in 0..REQUESTS {
+            let (_send, mut recv) = conn.accept_bi().await.unwrap();
+            streams.push(recv.read_to_end(1 << 16).await.unwrap());
+        }
+        conn.close(0u32.into(), b"");
+        streams
+    });
+    let roots = tls::roots_from_pem(&cert).unwrap();
+    let tls = tls::client_config(roots, &[]).unwrap();
+    let client = Connection::connect_h3(
+        addr,
+        "localhost",
+        tls,
+        Congestion::Bbr,
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap();
+    for _ in 0..REQUESTS {
+        let client = client.clone();
+        // No answer comes: the requests are only written.
+        tokio::spawn(async move {
+            let request = http::Request::post(format!("https://localhost:{}/x", addr.port()))
+                .body(Bytes::from_static(b"body"))
+                .unwrap();
+            let _ = client.send(request).await;
+        });
+    }
+    let streams = tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("three request streams")
+        .unwrap();
+    for stream in streams {
+        let mut frames = Vec::new();
+        let mut rest = &stream[..];
+        while !rest.is_empty() {
+            let kind = quic_varint(&mut rest);
+            let len = quic_varint(&mut rest) as usize;
+            rest = &rest[len..];
+            frames.push(kind);
+        }
+        // HEADERS (0x01), then DATA (0x00).
+        assert_eq!(frames, [1, 0], "frame types of a request stream");
+    }
+}
+
+/// A QUIC variable-length integer (RFC 9000 §16) from the front of `buf`.
+fn quic_varint(buf: &mut &[u8]) -> u64 {
+    let len = 1 << (buf[0] >> 6);
+    let mut value = u64::from(buf[0] & 0x3f);
+    for byte in &buf[1..len] {
+        value = value << 8 | u64::from(*byte);
+    }
+    *buf = &buf[len..];
+    value
+}

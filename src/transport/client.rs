@@ -168,7 +168,14 @@ impl Connection {
             .map_err(|e| err(&e))?
             .await
             .map_err(|e| err(&e))?;
-        let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn.clone()))
+        // No grease: h3 sends a reserved frame from every `SendRequest`
+        // that has not sent one yet, and each request here is made on a
+        // clone of ours, so every request carried one (a further write into
+        // quinn, and its bytes). Grease tests a peer's tolerance of unknown
+        // frames; our peer is a gateway, not the open web.
+        let (mut driver, send) = h3::client::builder()
+            .send_grease(false)
+            .build(h3_quinn::Connection::new(conn.clone()))
             .await
             .map_err(|e| err(&e))?;
         tokio::spawn(async move {
