@@ -199,6 +199,12 @@ pub struct Summary {
     pub rows_affected: u64,
     pub insert_id: u64,
     pub info: String,
+    /// The warning count of the packet that ended the result, where
+    /// known (see [`result_ending`]).
+    pub warnings: Option<u16>,
+    /// That packet's status flags, where the relay could read them
+    /// (`None`: a connection it does not follow).
+    pub status: Option<u16>,
 }
 
 /// The final OK packet's figures.
@@ -274,6 +280,7 @@ async fn read_results<S: ResultSink>(
     sink: &mut S,
 ) -> Result<Outcome, BackendError> {
     let id = conn.id();
+    json.relayed.start_statement(id);
     let result = conn.query_iter(sql).await?;
     let outcome = feed_results(result, id, json, sink, |_, row| TextRow(row)).await?;
     Ok(with_connection_warnings(conn, outcome))
@@ -316,6 +323,9 @@ where
     // last OK of a multi-statement included) has been read.
     while let Some(columns) = result.columns() {
         let mut summary = Summary::default();
+        // An OK result's figures are the driver's now; after a set's
+        // rows, the driver may already have read the next result.
+        let ok_warnings = columns.is_empty().then(|| result.warnings());
         if columns.is_empty() {
             outcome.rows_affected = result.affected_rows();
             outcome.insert_id = result.last_insert_id().unwrap_or(0);
@@ -337,12 +347,34 @@ where
             }
         }
         outcome.warnings = result.warnings();
+        // The driver's last OK is the set's terminator unless it is the
+        // OK result that follows it (read to learn what comes next).
+        let next_is_ok = result.columns().is_some_and(|c| c.is_empty());
+        let read = ok_warnings.or((!next_is_ok).then_some(outcome.warnings));
+        // The relay noted the ending before the driver read it.
+        (summary.status, summary.warnings) = result_ending(json.relayed.ending(conn), read);
         sink.end(summary).await;
     }
     // A later statement of a multi-statement query that failed leaves its
     // error pending (`columns()` hides it); this surfaces it.
     result.next().await?;
     Ok(outcome)
+}
+
+/// The status flags and warning count a result ended with: as the relay
+/// noted them (`noted`), unless the warning count the driver read
+/// (`read`, where it is the result's) differs — the two would not be the
+/// same packet; else the driver's warning count alone.
+fn result_ending(
+    noted: Option<extended_metadata::Ending>,
+    read: Option<u16>,
+) -> (Option<u16>, Option<u16>) {
+    match noted {
+        Some(ending) if read.is_none_or(|w| w == ending.warnings) => {
+            (Some(ending.status), Some(ending.warnings))
+        }
+        _ => (None, read),
+    }
 }
 
 /// The warning count of the last result, or the connection's if larger

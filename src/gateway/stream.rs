@@ -249,6 +249,8 @@ impl ResultSink for StreamSink {
                 insert_id: summary.insert_id,
                 info: summary.info,
                 insert_id_changed: summary.insert_id != 0,
+                server_status: summary.status.map(u32::from),
+                warning_count: summary.warnings.map(u32::from),
                 ..Default::default()
             }),
             ..Default::default()

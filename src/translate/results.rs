@@ -19,6 +19,14 @@
 //! it carries `SERVER_MORE_RESULTS_EXISTS`; at [`ResultWriter::finish`] it
 //! carries the final status and warning count — which only the end of the
 //! stream knows.
+//!
+//! Our gateway's end markers say how the backend ended each result
+//! ([`Ending`]: `server_status`, `warning_count`): an intermediate
+//! terminator is the server's, the last one the session's status with the
+//! flags the server set for the statement (`SERVER_QUERY_NO_INDEX_USED`,
+//! …). Without them (another psdb server, a backend connection the
+//! gateway's relay does not follow) intermediate terminators carry the
+//! session's status and no warnings.
 
 use crate::api::pb;
 use crate::mysql::MysqlError;
@@ -36,17 +44,63 @@ pub enum RowFormat {
     Binary,
 }
 
+/// How the backend ended a result: the status flags and warning count
+/// of the packet after its rows (or of its OK), where the stream says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Ending {
+    status: Option<StatusFlags>,
+    warnings: Option<u16>,
+}
+
+impl Ending {
+    fn of(result: &pb::QueryResult) -> Self {
+        Self {
+            status: result
+                .server_status
+                .and_then(|s| u16::try_from(s).ok())
+                .map(StatusFlags::from_bits_retain),
+            warnings: result
+                .warning_count
+                .map(|w| u16::try_from(w).unwrap_or(u16::MAX)),
+        }
+    }
+}
+
+/// Flags the sidecar answers for itself whatever the backend said: the
+/// session's (its final status, from the session the gateway reports),
+/// whether more results follow (the stream's shape), and session-state
+/// tracking (which the sidecar rebuilds for its own client).
+const OWN_FLAGS: StatusFlags = StatusFlags::SERVER_STATUS_IN_TRANS
+    .union(StatusFlags::SERVER_STATUS_AUTOCOMMIT)
+    .union(StatusFlags::SERVER_MORE_RESULTS_EXISTS)
+    .union(StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES)
+    .union(StatusFlags::SERVER_SESSION_STATE_CHANGED);
+
+/// Within a procedure, the server keeps the index flags of a statement
+/// for the rest of the call: a later set's column EOF still says them.
+const INDEX_FLAGS: StatusFlags =
+    StatusFlags::SERVER_STATUS_NO_GOOD_INDEX_USED.union(StatusFlags::SERVER_STATUS_NO_INDEX_USED);
+
 /// A finished result whose terminator has not been written yet.
 #[derive(Debug)]
 enum Held {
     /// The end of a result set's rows.
-    EndOfRows,
+    EndOfRows(Ending),
     /// A statement without a result set.
     Ok {
         affected_rows: u64,
         insert_id: u64,
         info: String,
+        ending: Ending,
     },
+}
+
+impl Held {
+    fn ending(&self) -> Ending {
+        match self {
+            Self::EndOfRows(ending) | Self::Ok { ending, .. } => *ending,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -55,13 +109,16 @@ enum State {
     Empty,
     /// A result set's rows are flowing; its fields decode binary rows.
     Open { fields: Vec<pb::Field> },
-    /// A set that may hold a prepared CALL's OUT parameters (see
-    /// [`out_params`]), held back unwritten: it does if it has one row and
-    /// the CALL's final OK comes next (`ended`: its end was seen).
+    /// A one-row set of a prepared CALL that may hold its OUT parameters,
+    /// held back unwritten: its column EOF says `SERVER_PS_OUT_PARAMS`
+    /// before the rows. It does if the server flagged its end so, or,
+    /// where the stream does not say, if it looks like them (see
+    /// [`out_params`]) and the CALL's final OK comes next (`ended`: its
+    /// end, once seen).
     MaybeOutParams {
         fields: Vec<pb::Field>,
         rows: Vec<pb::Row>,
-        ended: bool,
+        ended: Option<Ending>,
     },
     /// The last result is complete but its terminator waits.
     Held(Held),
@@ -97,6 +154,9 @@ pub struct ResultWriter {
     /// Which of them the next result comes from; `None` once that is not
     /// known (after a statement whose results cannot be counted).
     statement: Option<usize>,
+    /// The index flags the server set so far in the running procedure
+    /// call (see [`INDEX_FLAGS`]).
+    call_flags: StatusFlags,
 }
 
 impl ResultWriter {
@@ -115,6 +175,7 @@ impl ResultWriter {
             out_params: false,
             statements: Vec::new(),
             statement: None,
+            call_flags: StatusFlags::empty(),
         }
     }
 
@@ -187,9 +248,10 @@ impl ResultWriter {
     ) {
         let status = status - StatusFlags::SERVER_MORE_RESULTS_EXISTS;
         // A set held back as maybe OUT parameters, then the end: it was not.
-        let candidate_error = self.release_candidate(false, out).err();
+        let candidate_error = self.release_candidate(false, 0, out).err();
         let error = error.or(candidate_error.as_ref());
-        match (self.state, error) {
+        let state = std::mem::replace(&mut self.state, State::Empty);
+        match (state, error) {
             // Rows were cut off: the ERR replaces the set's terminator.
             (State::Open { .. } | State::Empty | State::MaybeOutParams { .. }, Some(error)) => {
                 response::err(out, error)
@@ -197,13 +259,19 @@ impl ResultWriter {
             // A complete result, then a failing statement (MySQL's shape
             // for a multi-statement whose second statement fails).
             (State::Held(held), Some(error)) => {
-                write_held(out, self.caps, &held, self.status | more(), 0);
+                let (status, warnings) = self.intermediate(&held);
+                write_held(out, self.caps, &held, status, warnings);
                 response::err(out, error);
             }
-            (State::Open { .. } | State::MaybeOutParams { .. }, None) => {
-                write_held(out, self.caps, &Held::EndOfRows, status, warnings)
-            }
+            (State::Open { .. } | State::MaybeOutParams { .. }, None) => write_held(
+                out,
+                self.caps,
+                &Held::EndOfRows(Ending::default()),
+                status,
+                warnings,
+            ),
             (State::Held(held), None) => {
+                let status = last_status(status, held.ending());
                 write_held_tracked(out, self.caps, &held, status, warnings, &self.session_state)
             }
             (State::Empty, None) => response::ok_tracked(
@@ -244,25 +312,35 @@ impl ResultWriter {
     fn start_set(&mut self, fields: &[pb::Field], out: &mut Packets) -> Result<(), MysqlError> {
         self.flush_previous(out)?;
         self.out_params = false;
+        // Our gateway's streams say at each set's end whether the server
+        // flagged it (else the guess), so any one-row set may be; another
+        // psdb server's say nothing: a set that looks like them.
         let maybe_out_params = self.format == RowFormat::Binary
-            && self
-                .call_of
-                .as_deref()
-                .is_some_and(|routine| out_params::is_out_params(fields, routine));
+            && self.call_of.as_deref().is_some_and(|routine| {
+                self.marked_ends || out_params::is_out_params(fields, routine)
+            });
         if maybe_out_params {
             self.state = State::MaybeOutParams {
                 fields: fields.to_vec(),
                 rows: Vec::new(),
-                ended: false,
+                ended: None,
             };
             return Ok(());
         }
-        self.write_columns(fields, out);
+        self.write_columns(fields, None, 0, out);
         Ok(())
     }
 
-    /// A set's column count, definitions and (classic clients) their EOF.
-    fn write_columns(&mut self, fields: &[pb::Field], out: &mut Packets) {
+    /// A set's column count, definitions and (classic clients) their EOF:
+    /// with the status the server ended the set with (`ended`) where it is
+    /// known before they are written (a held-back set), and `warnings`.
+    fn write_columns(
+        &mut self,
+        fields: &[pb::Field],
+        ended: Option<StatusFlags>,
+        warnings: u16,
+        out: &mut Packets,
+    ) {
         response::result_set_header(out, fields.len() as u64);
         for field in fields {
             to_mysql::column_definition(out, self.style, field);
@@ -273,12 +351,11 @@ impl ResultWriter {
             } else {
                 StatusFlags::empty()
             };
-            response::eof(
-                out,
-                self.caps,
-                self.status | more_follow | self.out_params_flags(),
-                0,
-            );
+            let status = match ended {
+                Some(status) => intermediate_status(status) | more_follow,
+                None => self.status | more_follow | self.out_params_flags() | self.call_flags,
+            };
+            response::eof(out, self.caps, status, warnings);
         }
         self.state = State::Open {
             fields: fields.to_vec(),
@@ -289,7 +366,7 @@ impl ResultWriter {
     /// MORE_RESULTS: within a procedure call, and while a later statement
     /// of a multi-statement remains.
     fn more_at_columns(&self) -> bool {
-        if self.call_of.is_some() {
+        if self.in_call() {
             return true;
         }
         let Some(i) = self.statement else {
@@ -304,9 +381,28 @@ impl ResultWriter {
         }
     }
 
-    /// A result of a multi-statement ended (`ok`: an OK result): the
-    /// statement the next one comes from.
-    fn result_ended(&mut self, ok: bool) {
+    /// Whether the next result comes from a procedure call.
+    fn in_call(&self) -> bool {
+        self.call_of.is_some()
+            || self
+                .statement
+                .is_some_and(|i| self.statements.get(i) == Some(&Answers::Call))
+    }
+
+    /// A result ended thus (`ok`: an OK result): the index flags the
+    /// server keeps for the rest of a call, and the statement of a
+    /// multi-statement the next result comes from.
+    fn result_ended(&mut self, ok: bool, ending: Ending) {
+        if self.in_call() {
+            self.call_flags |= ending.status.unwrap_or_default() & INDEX_FLAGS;
+        }
+        self.count_result(ok);
+        if !self.in_call() {
+            self.call_flags = StatusFlags::empty();
+        }
+    }
+
+    fn count_result(&mut self, ok: bool) {
         let Some(i) = self.statement else {
             return;
         };
@@ -323,21 +419,42 @@ impl ResultWriter {
         result: &pb::QueryResult,
         out: &mut Packets,
     ) -> Result<(), MysqlError> {
+        let ending = Ending::of(result);
         if self.marked_ends && matches!(self.state, State::Open { .. }) {
-            self.state = State::Held(Held::EndOfRows);
-            self.result_ended(false);
+            self.state = State::Held(Held::EndOfRows(ending));
+            self.result_ended(false, ending);
             return Ok(());
         }
         match &mut self.state {
-            State::MaybeOutParams { ended, .. } if self.marked_ends && !*ended => {
-                *ended = true;
+            State::MaybeOutParams {
+                fields,
+                rows,
+                ended,
+            } if self.marked_ends && ended.is_none() => {
+                let maybe = match ending.status {
+                    Some(status) => status.contains(StatusFlags::SERVER_PS_OUT_PARAMS),
+                    None => self
+                        .call_of
+                        .as_deref()
+                        .is_some_and(|routine| out_params::is_out_params(fields, routine)),
+                };
+                if maybe && rows.len() == 1 {
+                    // Written once the final OK is here: the column EOF
+                    // of OUT parameters has its warning count.
+                    *ended = Some(ending);
+                    return Ok(());
+                }
+                // An ordinary set of the procedure.
+                self.release_candidate(false, 0, out)?;
+                self.state = State::Held(Held::EndOfRows(ending));
+                self.result_ended(false, ending);
                 return Ok(());
             }
             // The CALL's final OK follows a one-row candidate: it is the
             // OUT parameters' set.
             State::MaybeOutParams { rows, .. } => {
                 let is_out = rows.len() == 1;
-                self.release_candidate(is_out, out)?;
+                self.release_candidate(is_out, ending.warnings.unwrap_or(0), out)?;
             }
             _ => {}
         }
@@ -352,8 +469,9 @@ impl ResultWriter {
             ),
             insert_id: result.insert_id,
             info: result.info.clone(),
+            ending,
         });
-        self.result_ended(true);
+        self.result_ended(true, ending);
         Ok(())
     }
 
@@ -364,7 +482,7 @@ impl ResultWriter {
                 return Ok(());
             }
             // OUT parameters are one row: this is a result set.
-            self.release_candidate(false, out)?;
+            self.release_candidate(false, 0, out)?;
         }
         let State::Open { fields } = &self.state else {
             if rows.is_empty() {
@@ -402,25 +520,42 @@ impl ResultWriter {
     /// Writes the terminator of whatever result is complete or open, with
     /// MORE_RESULTS_EXISTS: a new result follows.
     fn flush_previous(&mut self, out: &mut Packets) -> Result<(), MysqlError> {
-        // Another result follows a candidate: it was a procedure's set.
-        self.release_candidate(false, out)?;
+        // Another result follows a candidate: it was a procedure's set
+        // (unless the server said otherwise).
+        self.release_candidate(false, 0, out)?;
         let held = match std::mem::replace(&mut self.state, State::Empty) {
             State::Empty => return Ok(()),
-            State::Open { .. } | State::MaybeOutParams { .. } => Held::EndOfRows,
+            State::Open { .. } | State::MaybeOutParams { .. } => Held::EndOfRows(Ending::default()),
             State::Held(held) => held,
         };
-        let status = match held {
-            Held::EndOfRows => self.status | more() | self.out_params_flags(),
-            Held::Ok { .. } => self.status | more(),
-        };
-        write_held(out, self.caps, &held, status, 0);
+        let (status, warnings) = self.intermediate(&held);
+        write_held(out, self.caps, &held, status, warnings);
         Ok(())
     }
 
+    /// The status and warning count of a terminator a result follows:
+    /// the server's, or the session's status and none.
+    fn intermediate(&self, held: &Held) -> (StatusFlags, u16) {
+        let ending = held.ending();
+        let status = match (ending.status, held) {
+            (Some(status), _) => intermediate_status(status),
+            (None, Held::EndOfRows(_)) => self.status | self.out_params_flags(),
+            (None, Held::Ok { .. }) => self.status,
+        };
+        (status | more(), ending.warnings.unwrap_or(0))
+    }
+
     /// Writes a held-back candidate set (see [`State::MaybeOutParams`]),
-    /// as OUT parameters or as an ordinary set; nothing otherwise. Its
-    /// state becomes what writing it as it came would have left.
-    fn release_candidate(&mut self, out_params: bool, out: &mut Packets) -> Result<(), MysqlError> {
+    /// as OUT parameters (its column EOF with `warnings`, the CALL's) or
+    /// as an ordinary set — as the server flagged it, where the stream
+    /// said; nothing otherwise. Its state becomes what writing it as it
+    /// came would have left.
+    fn release_candidate(
+        &mut self,
+        out_params: bool,
+        warnings: u16,
+        out: &mut Packets,
+    ) -> Result<(), MysqlError> {
         let state = std::mem::replace(&mut self.state, State::Empty);
         let State::MaybeOutParams {
             fields,
@@ -431,12 +566,16 @@ impl ResultWriter {
             self.state = state;
             return Ok(());
         };
-        self.out_params = out_params;
-        self.write_columns(&fields, out);
+        let flagged = ended.and_then(|ending| ending.status);
+        self.out_params = flagged.map_or(out_params, |s| {
+            s.contains(StatusFlags::SERVER_PS_OUT_PARAMS)
+        });
+        let warnings = if self.out_params { warnings } else { 0 };
+        self.write_columns(&fields, flagged, warnings, out);
         self.state = State::Open { fields };
         self.rows(&rows, out)?;
-        if ended {
-            self.state = State::Held(Held::EndOfRows);
+        if let Some(ending) = ended {
+            self.state = State::Held(Held::EndOfRows(ending));
         }
         Ok(())
     }
@@ -481,6 +620,18 @@ fn more() -> StatusFlags {
     StatusFlags::SERVER_MORE_RESULTS_EXISTS
 }
 
+/// A terminator the server wrote before a later result: its own status,
+/// but for session-state tracking, which the sidecar answers itself.
+fn intermediate_status(server: StatusFlags) -> StatusFlags {
+    server - StatusFlags::SERVER_SESSION_STATE_CHANGED
+}
+
+/// The last terminator's status: the session's (`session`), with the
+/// flags the server set for the statement.
+fn last_status(session: StatusFlags, ending: Ending) -> StatusFlags {
+    session | (ending.status.unwrap_or_default() - OWN_FLAGS)
+}
+
 fn write_held(
     out: &mut Packets,
     caps: CapabilityFlags,
@@ -501,11 +652,12 @@ fn write_held_tracked(
     state: &[u8],
 ) {
     match held {
-        Held::EndOfRows => response::end_of_rows(out, caps, status, warnings),
+        Held::EndOfRows(_) => response::end_of_rows(out, caps, status, warnings),
         Held::Ok {
             affected_rows,
             insert_id,
             info,
+            ..
         } => response::ok_tracked(
             out,
             caps,

@@ -4,6 +4,10 @@
 //! is kept, per result set, for the gateway to pair with the columns its
 //! driver reads.
 //!
+//! The packet that ends each result (the EOF or OK after a set's rows, an
+//! OK result) is noted too, its status flags and warning count: the
+//! driver shows no result's status flags.
+//!
 //! Commands are told by the client's packets with sequence id 0 (a new
 //! command; split packets and the auth exchange have later ids), and the
 //! answer to each is read as the protocol frames it. A packet the rules
@@ -28,6 +32,13 @@ const MORE_RESULTS: u16 = 0x0008;
 pub struct Record {
     pub columns: Vec<Column>,
     pub infos: Vec<Vec<u8>>,
+}
+
+/// The status flags and warning count of the packet that ended a result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ending {
+    pub status: u16,
+    pub warnings: u16,
 }
 
 /// What a command's answer looks like.
@@ -103,6 +114,8 @@ pub struct Answers {
     pending: VecDeque<Expect>,
     server_continues: bool,
     client_continues: bool,
+    /// The results that ended, in order, since the relay last took them.
+    pub endings: Vec<Ending>,
 }
 
 impl Answers {
@@ -114,6 +127,7 @@ impl Answers {
             pending: VecDeque::new(),
             server_continues: false,
             client_continues: false,
+            endings: Vec::new(),
         }
     }
 
@@ -202,7 +216,9 @@ impl Answers {
             State::Single => Ok(None),
             State::First { binary } => match first {
                 0x00 => {
-                    if status_of_ok(payload)? & MORE_RESULTS != 0 {
+                    let ending = ending_of_ok(payload)?;
+                    self.endings.push(ending);
+                    if ending.status & MORE_RESULTS != 0 {
                         self.state = State::First { binary };
                     }
                     Ok(None)
@@ -269,18 +285,22 @@ impl Answers {
             }
             State::Rows { binary } => {
                 if first == 0xfe && payload.len() < MAX_PAYLOAD {
-                    let status = if self.framing.deprecate_eof {
-                        status_of_ok(payload)?
+                    let ending = if self.framing.deprecate_eof {
+                        ending_of_ok(payload)?
                     } else {
-                        u16::from_le_bytes(
+                        let two = |at: usize| {
                             payload
-                                .get(3..5)
-                                .ok_or(Lost("an EOF"))?
-                                .try_into()
-                                .expect("2"),
-                        )
+                                .get(at..at + 2)
+                                .map(|b| u16::from_le_bytes(b.try_into().expect("2")))
+                                .ok_or(Lost("an EOF"))
+                        };
+                        Ending {
+                            warnings: two(1)?,
+                            status: two(3)?,
+                        }
                     };
-                    if status & MORE_RESULTS != 0 {
+                    self.endings.push(ending);
+                    if ending.status & MORE_RESULTS != 0 {
                         self.state = State::First { binary };
                     }
                 } else if first != 0xff {
@@ -351,8 +371,9 @@ fn definitions(left: u64, keep: bool, then: Then) -> State {
     }
 }
 
-/// The status flags of an OK packet (header 0x00 or 0xfe).
-fn status_of_ok(payload: &[u8]) -> Result<u16, Lost> {
+/// The status flags and warning count of an OK packet (header 0x00 or
+/// 0xfe): after the affected rows and insert id.
+fn ending_of_ok(payload: &[u8]) -> Result<Ending, Lost> {
     let lost = || Lost("an OK packet");
     let mut at = 1;
     for _ in 0..2 {
@@ -360,6 +381,15 @@ fn status_of_ok(payload: &[u8]) -> Result<u16, Lost> {
             .ok_or_else(lost)?
             .1;
     }
-    let status = payload.get(at..at + 2).ok_or_else(lost)?;
-    Ok(u16::from_le_bytes(status.try_into().expect("2")))
+    let two = |at: usize| {
+        payload
+            .get(at..at + 2)
+            .map(|b| u16::from_le_bytes(b.try_into().expect("2")))
+            .ok_or_else(lost)
+    };
+    Ok(Ending {
+        status: two(at)?,
+        // A server that answers PROTOCOL_41 always writes them.
+        warnings: two(at + 2).unwrap_or(0),
+    })
 }

@@ -12,8 +12,16 @@
 //! columns on the same connection (`infos`). TLS connections cannot be
 //! read by the relay; their columns are looked up as before
 //! (`json_columns`).
+//!
+//! The relay also notes how each result ended — the status flags and
+//! warning count of the EOF or OK after a set's rows, or of an OK result —
+//! which the driver reads but does not show (`QueryResult` has no status
+//! flags): the gateway takes them in order as its driver reads each result
+//! of a statement ([`ExtendedMetadata::ending`]).
 
 mod answers;
+
+pub use answers::Ending;
 mod relay;
 mod wire;
 
@@ -96,12 +104,33 @@ impl ExtendedMetadata {
     pub fn infos(&self, id: u32, columns: &[Column]) -> Option<Vec<Vec<u8>>> {
         let slot = self.connections.slot(id)?;
         let mut kept = slot.lock().expect("not poisoned");
-        while let Some(record) = kept.pop_front() {
+        while let Some(record) = kept.records.pop_front() {
             if record.columns[..] == *columns {
                 return Some(record.infos);
             }
         }
         Some(vec![Vec::new(); columns.len()])
+    }
+
+    /// Connection `id` is about to send a statement: how earlier results
+    /// ended (its driver's and the gateway's own queries, all read by
+    /// now) is forgotten, so [`Self::ending`] gives this statement's.
+    pub fn start_statement(&self, id: u32) {
+        if let Some(slot) = self.connections.slot(id) {
+            let mut kept = slot.lock().expect("not poisoned");
+            kept.endings.clear();
+            kept.endings_lost = false;
+        }
+    }
+
+    /// How the next result of the statement on connection `id` ended,
+    /// once the driver has read that result to its end; `None` if the
+    /// connection is not relayed, or for the results after more than the
+    /// relay keeps (those it kept are the statement's first ones).
+    pub fn ending(&self, id: u32) -> Option<Ending> {
+        let slot = self.connections.slot(id)?;
+        let mut kept = slot.lock().expect("not poisoned");
+        kept.endings.pop_front()
     }
 }
 
@@ -110,7 +139,12 @@ impl ExtendedMetadata {
     /// Records for connection `id`, as the relay would keep them.
     fn with_records(id: u32, records: Vec<answers::Record>) -> Self {
         let connections = Arc::new(relay::Connections::default());
-        connections.register(id).lock().unwrap().extend(records);
+        connections
+            .register(id)
+            .lock()
+            .unwrap()
+            .records
+            .extend(records);
         Self {
             connections,
             relay: None,

@@ -5,7 +5,7 @@
 //! for extended metadata and the column definitions of its answers are
 //! given back without it (see `answers`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -16,12 +16,18 @@ use tokio::net::{TcpStream, UnixListener, UnixStream};
 use tokio::task::AbortHandle;
 use tracing::{debug, warn};
 
-use super::answers::{Answers, Lost, MAX_PAYLOAD, Record};
+use super::answers::{Answers, Ending, Lost, MAX_PAYLOAD, Record};
 use super::wire;
 
 /// Result sets kept per connection for the gateway to pair: more than a
 /// statement and the gateway's own reads after it ever leave unpaired.
 const KEPT: usize = 32;
+/// Endings kept per connection: the gateway takes them as its driver
+/// reads each result, but the relay may be ahead of the driver by all
+/// that the sockets between them hold (results of a few bytes each).
+/// Past this many the statement's endings are given up (see
+/// [`Kept::endings_lost`]).
+const KEPT_ENDINGS: usize = 4096;
 /// Bytes a relayed connection reads at a time, each way: all a side holds,
 /// but for a packet it must read whole (a column definition, an OK) that
 /// is longer, held only until it is passed on. Rows, the only long
@@ -61,8 +67,39 @@ impl Backend {
     }
 }
 
+/// What the relay noted on one connection for the gateway.
+#[derive(Default)]
+pub struct Kept {
+    /// Column definitions of result sets, paired by their columns.
+    pub records: VecDeque<Record>,
+    /// How each result ended, in order, since the gateway started its
+    /// statement (see `ExtendedMetadata::start_statement`).
+    pub endings: VecDeque<Ending>,
+    /// More endings came than are kept: the statement's cannot be paired.
+    pub endings_lost: bool,
+}
+
+impl Kept {
+    fn note(&mut self, records: &mut Vec<Record>, endings: &mut Vec<Ending>) {
+        for record in records.drain(..) {
+            if self.records.len() == KEPT {
+                self.records.pop_front();
+            }
+            self.records.push_back(record);
+        }
+        for ending in endings.drain(..) {
+            if self.endings.len() == KEPT_ENDINGS {
+                self.endings_lost = true;
+            }
+            if !self.endings_lost {
+                self.endings.push_back(ending);
+            }
+        }
+    }
+}
+
 /// The records of each relayed connection, by the server's thread id.
-pub type Slot = Arc<Mutex<std::collections::VecDeque<Record>>>;
+pub type Slot = Arc<Mutex<Kept>>;
 #[derive(Default)]
 pub struct Connections(Mutex<HashMap<u32, Slot>>);
 
@@ -337,14 +374,12 @@ async fn follow(
                     warn!(at = lost.0, "backend relay lost track of the protocol; closing the connection");
                     io::Error::new(io::ErrorKind::InvalidData, lost.0)
                 })?;
-                if !done.is_empty() {
-                    let mut kept = slot.lock().expect("not poisoned");
-                    for record in done.drain(..) {
-                        if kept.len() == KEPT {
-                            kept.pop_front();
-                        }
-                        kept.push_back(record);
-                    }
+                // Noted before the packets go on: the gateway looks once
+                // its driver has read them.
+                if !done.is_empty() || !answers.endings.is_empty() {
+                    slot.lock()
+                        .expect("not poisoned")
+                        .note(&mut done, &mut answers.endings);
                 }
                 client_write.write_all(&from_server.buf[..out]).await?;
                 from_server.buf.advance(used);
@@ -550,8 +585,14 @@ mod tests {
         );
         ended.unwrap();
         let kept = slot.lock().unwrap();
-        assert_eq!(kept.len(), 1);
-        assert_eq!(kept[0].infos, vec![b"\x01\x04json".to_vec()]);
+        assert_eq!(kept.records.len(), 1);
+        assert_eq!(kept.records[0].infos, vec![b"\x01\x04json".to_vec()]);
+        let ok = Ending {
+            status: 2,
+            warnings: 0,
+        };
+        // The result set's (the login's OK is not a result).
+        assert_eq!(Vec::from(kept.endings.clone()), vec![ok]);
         for side in [from_client.peak, from_server.peak] {
             assert!(side <= 2 * READ_MAX, "a side held {side} bytes");
             assert!(side > READ, "reads of a long packet stretch: {side}");
