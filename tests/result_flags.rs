@@ -132,9 +132,6 @@ async fn each_results_ending_status_and_warnings_are_the_servers() {
         let mut via =
             RawClient::login(Box::new(tcp), LOCAL_USER, LOCAL_PASSWORD, "app", caps).await;
         let want = answers(&mut direct).await;
-        if std::env::var("SHOW").is_ok() {
-            eprintln!("{want:#?}");
-        }
         let got = answers(&mut via).await;
         flags_seen |= want.iter().map(|p| end_status(p)).fold(0, |a, b| a | b);
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
