@@ -280,7 +280,6 @@ async fn read_results<S: ResultSink>(
     sink: &mut S,
 ) -> Result<Outcome, BackendError> {
     let id = conn.id();
-    json.relayed.start_statement(id);
     let result = conn.query_iter(sql).await?;
     let outcome = feed_results(result, id, json, sink, |_, row| TextRow(row)).await?;
     Ok(with_connection_warnings(conn, outcome))

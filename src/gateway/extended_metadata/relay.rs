@@ -22,11 +22,11 @@ use super::wire;
 /// Result sets kept per connection for the gateway to pair: more than a
 /// statement and the gateway's own reads after it ever leave unpaired.
 const KEPT: usize = 32;
-/// Endings kept per connection: the gateway takes them as its driver
-/// reads each result, but the relay may be ahead of the driver by all
-/// that the sockets between them hold (results of a few bytes each).
-/// Past this many the statement's endings are given up (see
-/// [`Kept::endings_lost`]).
+/// Endings kept per connection, of one command's answer: the gateway
+/// takes them as its driver reads each result, but the relay may be ahead
+/// of the driver by all that the sockets between them hold (results of a
+/// few bytes each). Past this many the rest of the answer's are given up
+/// (see [`Kept::endings_lost`]).
 const KEPT_ENDINGS: usize = 4096;
 /// Bytes a relayed connection reads at a time, each way: all a side holds,
 /// but for a packet it must read whole (a column definition, an OK) that
@@ -72,14 +72,21 @@ impl Backend {
 pub struct Kept {
     /// Column definitions of result sets, paired by their columns.
     pub records: VecDeque<Record>,
-    /// How each result ended, in order, since the gateway started its
-    /// statement (see `ExtendedMetadata::start_statement`).
+    /// How each result of the command being answered ended, in order.
     pub endings: VecDeque<Ending>,
     /// More endings came than are kept: the statement's cannot be paired.
     pub endings_lost: bool,
 }
 
 impl Kept {
+    /// The driver sent a command: it has read the whole answer to the
+    /// last (it sends none before), and the gateway has taken the endings
+    /// it wanted as the driver read each result.
+    fn command(&mut self) {
+        self.endings.clear();
+        self.endings_lost = false;
+    }
+
     fn note(&mut self, records: &mut Vec<Record>, endings: &mut Vec<Ending>) {
         for record in records.drain(..) {
             if self.records.len() == KEPT {
@@ -362,6 +369,9 @@ async fn follow(
                     return Ok(());
                 }
                 let used = client_bytes(from_client, &mut answers);
+                if std::mem::take(&mut answers.new_command) {
+                    slot.lock().expect("not poisoned").command();
+                }
                 server_write.write_all(&from_client.buf[..used]).await?;
                 from_client.buf.advance(used);
                 from_client.shrink();

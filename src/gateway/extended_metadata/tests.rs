@@ -151,6 +151,8 @@ fn how_each_result_ended_is_noted() {
     for deprecate_eof in [false, true] {
         let mut answers = logged_in(deprecate_eof, false);
         answers.client_packet(0, b"\x03CALL p()");
+        // Each command clears what the last one's answer noted.
+        assert!(std::mem::take(&mut answers.new_command));
         let end = |status| {
             if deprecate_eof {
                 ok(0xfe, status)
@@ -177,6 +179,8 @@ fn how_each_result_ended_is_noted() {
         );
     }
     let mut answers = logged_in(true, false);
+    answers.client_packet(1, b"more of a command");
+    assert!(!answers.new_command);
     answers.client_packet(0, b"\x16SELECT 1");
     feed(
         &mut answers,
