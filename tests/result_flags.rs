@@ -59,6 +59,8 @@ const QUERIES: &[&str] = &[
     "CALL rf_out(1, @n)",
     "SELECT CAST('1x' AS SIGNED) AS c; SELECT id FROM rf WHERE u = 1 ORDER BY id; SELECT 2 AS b",
     "UPDATE rf SET u = u WHERE u = 2; SELECT id FROM rf WHERE u = 2",
+    // An OK result with a warning (a duplicate key ignored), then others.
+    "INSERT IGNORE INTO rf VALUES (1, 9); DO 1; SELECT 1 AS a",
 ];
 
 const PREPARED: &[(&str, &[i32])] = &[

@@ -438,15 +438,15 @@ impl ResultWriter {
                         .as_deref()
                         .is_some_and(|routine| out_params::is_out_params(fields, routine)),
                 };
+                *ended = Some(ending);
                 if maybe && rows.len() == 1 {
                     // Written once the final OK is here: the column EOF
                     // of OUT parameters has its warning count.
-                    *ended = Some(ending);
                     return Ok(());
                 }
-                // An ordinary set of the procedure.
+                // An ordinary set of the procedure, its column EOF with
+                // the flags the server ended it with.
                 self.release_candidate(false, 0, out)?;
-                self.state = State::Held(Held::EndOfRows(ending));
                 self.result_ended(false, ending);
                 return Ok(());
             }
