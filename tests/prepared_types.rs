@@ -4,8 +4,9 @@
 //! with parameters typed as drivers type them — OUT and INOUT parameters
 //! of a prepared `CALL` (their result set flagged
 //! `SERVER_PS_OUT_PARAMS`), FLOAT columns and parameters in the binary
-//! protocol, temporal parameters of every kind — and the same with
-//! mysql_async, a real driver.
+//! protocol, temporal parameters of every kind, a prepare's parameter
+//! definitions (named by their aliases, in the connection's character
+//! set) — and the same with mysql_async, a real driver.
 
 mod common;
 
