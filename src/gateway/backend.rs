@@ -502,12 +502,21 @@ pub async fn select_database(conn: &mut Conn, database: &str) -> Result<(), Back
     Ok(())
 }
 
-/// Columns and parameter count of a statement, without running it.
+/// What the backend's COM_STMT_PREPARE answer says of a statement.
+pub struct Prepared {
+    pub columns: Vec<pb::Field>,
+    /// The parameter definitions, one per parameter, as the backend sent
+    /// them (MariaDB names a parameter that is a select item by its alias).
+    pub params: Vec<pb::Field>,
+    pub params_count: u32,
+}
+
+/// Columns and parameters of a statement, without running it.
 pub async fn prepare(
     conn: &mut Conn,
     json: JsonLookup<'_>,
     sql: &[u8],
-) -> Result<(Vec<pb::Field>, u32), BackendError> {
+) -> Result<Prepared, BackendError> {
     let stmt = match conn.prep(sql).await {
         Ok(stmt) => stmt,
         Err(e) => {
@@ -517,10 +526,18 @@ pub async fn prepare(
             });
         }
     };
-    let fields = json.fields(conn.id(), &stmt.columns()).await;
-    let params = u32::from(stmt.num_params());
+    let columns = json.fields(conn.id(), &stmt.columns()).await;
+    // No extended type info to pair (`JsonLookup`): MariaDB describes a
+    // parameter before it is bound, as type NULL, whose extended
+    // metadata is empty (the relay keeps none for parameters).
+    let params = stmt.params().iter().map(field).collect();
+    let params_count = u32::from(stmt.num_params());
     conn.close(stmt).await?;
-    Ok((fields, params))
+    Ok(Prepared {
+        columns,
+        params,
+        params_count,
+    })
 }
 
 /// Stops the statement running on connection `id` (`KILL QUERY`), from
