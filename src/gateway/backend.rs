@@ -346,10 +346,12 @@ where
             }
         }
         outcome.warnings = result.warnings();
-        // The driver's last OK is the set's terminator unless it is the
-        // OK result that follows it (read to learn what comes next).
-        let next_is_ok = result.columns().is_some_and(|c| c.is_empty());
-        let read = ok_warnings.or((!next_is_ok).then_some(outcome.warnings));
+        // After a set, the driver's last OK is its terminator only if a
+        // set follows: it has read what comes next, and an OK result
+        // replaces it, an error clears it (the last result's count is the
+        // session's anyway).
+        let next_is_set = result.columns().is_some_and(|c| !c.is_empty());
+        let read = ok_warnings.or(next_is_set.then_some(outcome.warnings));
         // The relay noted the ending before the driver read it.
         (summary.status, summary.warnings) = result_ending(json.relayed.ending(conn), read);
         sink.end(summary).await;
