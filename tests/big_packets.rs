@@ -494,24 +494,7 @@ async fn large_packets_leave_little_behind_in_the_gateway() {
     });
     futures_util::future::join_all(burst).await;
     let idle_after_burst = status_bytes(pid, "RssAnon");
-    // The pool closes the connections over its warm ones once idle for
-    // its TTL (10 s, checked each second): waited for by its gauges.
-    let backend = |state: &'static str| async move {
-        let (_, body) = myquic::admin::wait::get(gateway.admin, "/metrics")
-            .await
-            .expect("the gateway's metrics");
-        common::sidecar_child::Metrics(body).value(&format!(
-            "myquic_gateway_backend_connections{{state=\"{state}\"}}"
-        ))
-    };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while backend("in_use").await + backend("idle").await > 4.0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the pool kept its connections"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-    }
+    common::gateway_child::wait_backend_connections_at_most(gateway.admin, 4.0).await;
     println!(
         "idle connections open: +{:.1} MiB",
         mib(idle_after_burst) - mib(before)

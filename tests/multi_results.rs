@@ -16,6 +16,7 @@ use mysql_async::prelude::*;
 
 use common::raw_packets::{DEPRECATE_EOF, RawClient};
 use common::sidecar::Chain;
+use common::wire::shown;
 use common::{LOCAL_PASSWORD, LOCAL_USER};
 
 const MULTI_STATEMENTS: u32 = 0x1_0000;
@@ -67,14 +68,6 @@ async fn answers(client: &mut RawClient, deprecate_eof: bool) -> Vec<String> {
         }
     }
     seen
-}
-
-fn shown(packet: &[u8]) -> String {
-    format!(
-        "{:02x?} {:?}",
-        packet,
-        String::from_utf8_lossy(packet).replace(|c: char| c.is_control(), ".")
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,6 +16,7 @@ use mysql_async::prelude::*;
 use common::raw_packets::{self, DEPRECATE_EOF, PS_OUT_PARAMS, Param, RawClient};
 use common::results::binary_results;
 use common::sidecar::Chain;
+use common::wire::shown;
 use common::{LOCAL_PASSWORD, LOCAL_USER};
 
 /// MARIADB_CLIENT_EXTENDED_METADATA, among MariaDB's capabilities.
@@ -54,14 +55,6 @@ async fn run(client: &mut RawClient, sql: &str, executions: &[Vec<Param>]) -> Ve
     }
     client.close(id).await;
     seen
-}
-
-fn shown(packet: &[u8]) -> String {
-    format!(
-        "{:02x?} {:?}",
-        packet,
-        String::from_utf8_lossy(packet).replace(|c: char| c.is_control(), ".")
-    )
 }
 
 /// Runs the same statements both ways, under both EOF styles, and

@@ -17,6 +17,7 @@ use mysql_async::prelude::*;
 
 use common::raw_packets::{self, DEPRECATE_EOF, Param, RawClient};
 use common::sidecar::Chain;
+use common::wire::shown;
 use common::{LOCAL_PASSWORD, LOCAL_USER, Stack};
 
 const MULTI_STATEMENTS: u32 = 0x1_0000;
@@ -72,14 +73,6 @@ const PREPARED: &[(&str, &[i32])] = &[
     ("CALL rf_out(?, ?)", &[1]),
     ("CALL rf_like(?)", &[5]),
 ];
-
-fn shown(packet: &[u8]) -> String {
-    format!(
-        "{:02x?} {:?}",
-        packet,
-        String::from_utf8_lossy(packet).replace(|c: char| c.is_control(), ".")
-    )
-}
 
 /// Every packet of the answers to `queries` and to `prepared`, each
 /// packet through `mask`.

@@ -172,3 +172,38 @@ impl GatewayChild {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }
+
+/// The backend connections a gateway's pools hold, in use and idle, read
+/// from its metrics at `admin`.
+pub async fn backend_connections(admin: SocketAddr) -> f64 {
+    let (_, body) = myquic::admin::wait::get(admin, "/metrics")
+        .await
+        .expect("the gateway's metrics");
+    let metrics = super::sidecar_child::Metrics(body);
+    ["in_use", "idle"]
+        .iter()
+        .map(|state| {
+            metrics.value(&format!(
+                "myquic_gateway_backend_connections{{state=\"{state}\"}}"
+            ))
+        })
+        .sum()
+}
+
+/// Waits until the gateway's pools hold at most `most` backend
+/// connections: a pool closes those over its warm ones once idle for its
+/// TTL (10 s, checked each second), so the gauges are watched, up to 30 s.
+pub async fn wait_backend_connections_at_most(admin: SocketAddr, most: f64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let held = backend_connections(admin).await;
+        if held <= most {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pool kept its connections: {held} held, at most {most} wanted"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}

@@ -104,3 +104,14 @@ pub fn lenenc_bytes(v: &[u8]) -> Vec<u8> {
     out.extend_from_slice(v);
     out
 }
+
+/// A packet as the differential tests print it: its bytes in hex, then
+/// as text with control characters as dots, so a failing comparison
+/// shows both where bytes differ and what they spell.
+pub fn shown(packet: &[u8]) -> String {
+    format!(
+        "{:02x?} {:?}",
+        packet,
+        String::from_utf8_lossy(packet).replace(|c: char| c.is_control(), ".")
+    )
+}
