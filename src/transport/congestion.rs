@@ -33,6 +33,17 @@ const WINDOW_GAIN: f64 = 2.0;
 /// Delivery-rate samples kept by the max filter: each spans at least one
 /// round trip, so this remembers about ten round trips of sending.
 const SAMPLES: usize = 10;
+/// The shortest round trip the estimator works with: a rate sample spans
+/// at least this long, and the window is at least this long's worth of the
+/// measured rate (times [`WINDOW_GAIN`]). On loopback quinn's minimum RTT
+/// reads 0–50 µs, which made the bandwidth-delay product zero and pinned
+/// the window at the initial 240 kB, below BBR's own 370–480 kB: the sender
+/// went ACK by ACK, in part-filled GSO batches, and each ACK woke both
+/// ends. A receiver's ACK waits for its connection task, and on a busy host
+/// that takes a scheduling slice, not 50 µs. Paths over 1 ms (any WAN) are
+/// unchanged; on a sub-millisecond LAN this is at most 2 ms of the measured
+/// rate in flight (`benches/results/profiles/sidecar.md`, issue 15).
+const MIN_RTT_FLOOR: Duration = Duration::from_millis(1);
 
 /// Builds [`BoundedBbr`] controllers.
 #[derive(Debug, Default)]
@@ -69,7 +80,7 @@ impl BoundedBbr {
     fn cap(&self) -> Option<u64> {
         let bytes_per_sec = self.rate.max()?;
         let min_rtt = self.min_rtt?;
-        let bdp = bytes_per_sec * min_rtt.as_secs_f64();
+        let bdp = bytes_per_sec * min_rtt.max(MIN_RTT_FLOOR).as_secs_f64();
         // Never below the initial window: a cap from a slow first sample
         // must not hold the connection below where it started.
         Some(((WINDOW_GAIN * bdp) as u64).max(self.inner.initial_window()))
@@ -207,7 +218,7 @@ impl DeliveryRate {
             Some((first, last)) => (first.min(sent), last.max(sent)),
         });
         let acked_over = now.saturating_duration_since(interval.start);
-        if acked_over < min_rtt.max(Duration::from_millis(1)) {
+        if acked_over < min_rtt.max(MIN_RTT_FLOOR) {
             return;
         }
         let sent_over = interval
@@ -314,5 +325,17 @@ mod tests {
         feed(&mut slow, now, RTT * 3, 1e3, false);
         bounded.rate = slow;
         assert_eq!(bounded.cap(), Some(bounded.initial_window()));
+    }
+
+    #[test]
+    fn a_loopback_min_rtt_of_zero_still_leaves_a_millisecond_in_flight() {
+        let now = Instant::now();
+        let bounded = &mut BoundedBbr::new(&Arc::default(), now, 1200);
+        // quinn's minimum RTT as read on loopback, and 400 MB/s delivered.
+        bounded.min_rtt = Some(Duration::ZERO);
+        feed(&mut bounded.rate, now, RTT * 3, 400e6, false);
+        // 2 × 400 MB/s × 1 ms = 800 kB, not the initial 240 kB.
+        let cap = bounded.cap().unwrap();
+        assert!((cap as f64 - 800e3).abs() / 800e3 < 0.03, "{cap}");
     }
 }
