@@ -18,12 +18,19 @@
 //! which the driver reads but does not show (`QueryResult` has no status
 //! flags): the gateway takes them in order as its driver reads each result
 //! of a statement ([`ExtendedMetadata::ending`]).
+//!
+//! And it gives the rows of the gateway's streamed text results to the
+//! gateway itself rather than through its driver ([`RowTap`]).
 
 mod answers;
 
-pub use answers::Ending;
+pub use answers::{Ending, MAX_PAYLOAD};
 mod relay;
+mod tap;
 mod wire;
+
+pub use tap::{RowTap, Tapped};
+pub use wire::lenenc;
 
 use std::net::IpAddr;
 use std::path::Path;
@@ -121,6 +128,14 @@ impl ExtendedMetadata {
             kept.endings.clear();
             kept.endings_lost = false;
         }
+    }
+
+    /// Claims the rows of the text result sets of the statement that
+    /// connection `id` is about to send (see `tap`); `None` if that
+    /// connection is not relayed. Taken before the statement is sent, so
+    /// the relay has it when the first result's rows come.
+    pub fn tap(&self, id: u32) -> Option<RowTap> {
+        Some(RowTap::claim(&self.connections.slot(id)?))
     }
 
     /// How the next result of the statement on connection `id` ended,
