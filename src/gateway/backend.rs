@@ -18,8 +18,8 @@ use crate::translate::types::{blob_subtype_name, vitess_type};
 
 use super::error_text::with_server_bytes;
 use super::extended_metadata::{self, ExtendedMetadata, RowTap, Tapped};
-use super::text_rows::{BadRow, TextRows};
 use super::json_columns::JsonColumns;
+use super::text_rows::{BadRow, TextRows};
 use super::vitess::{MAX_WARNINGS, WARNINGS_QUERY};
 
 /// How a backend call failed.

@@ -273,7 +273,11 @@ mod tests {
         loop {
             while rows.advance()? {
                 let row = rows.row();
-                got.push((0..row.count()).map(|i| row.cell(i).map(<[u8]>::to_vec)).collect());
+                got.push(
+                    (0..row.count())
+                        .map(|i| row.cell(i).map(<[u8]>::to_vec))
+                        .collect(),
+                );
             }
             if rest.is_empty() {
                 break;
@@ -294,8 +298,16 @@ mod tests {
                 0 => None,
                 1 => Some(Vec::new()),
                 2 => {
-                    let most = if rng.random_range(0..8) == 0 { 70_000 } else { 3_000 };
-                    Some((0..rng.random_range(240..most)).map(|_| rng.random()).collect())
+                    let most = if rng.random_range(0..8) == 0 {
+                        70_000
+                    } else {
+                        3_000
+                    };
+                    Some(
+                        (0..rng.random_range(240..most))
+                            .map(|_| rng.random())
+                            .collect(),
+                    )
                 }
                 _ => Some((0..rng.random_range(1..30)).map(|_| rng.random()).collect()),
             })
@@ -326,7 +338,12 @@ mod tests {
     /// is read as one row, between two short ones.
     #[test]
     fn a_row_over_several_packets_is_one_row() {
-        for len in [MAX_PAYLOAD - 4, MAX_PAYLOAD - 3, MAX_PAYLOAD, 2 * MAX_PAYLOAD + 5] {
+        for len in [
+            MAX_PAYLOAD - 4,
+            MAX_PAYLOAD - 3,
+            MAX_PAYLOAD,
+            2 * MAX_PAYLOAD + 5,
+        ] {
             let long: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
             let expected = vec![
                 vec![Some(b"a".to_vec()), None],
@@ -354,7 +371,9 @@ mod tests {
         assert!(read(&[1, 0, 0, 0, 0xff], 1, std::iter::once(9)).is_err());
         let mut rng = rand::rngs::StdRng::seed_from_u64(3);
         for _ in 0..500 {
-            let noise: Vec<u8> = (0..rng.random_range(0..200)).map(|_| rng.random()).collect();
+            let noise: Vec<u8> = (0..rng.random_range(0..200))
+                .map(|_| rng.random())
+                .collect();
             let columns = rng.random_range(1..4);
             let sizes = std::iter::repeat_with(|| rng.random_range(1..=64));
             let _ = read(&noise, columns, sizes);

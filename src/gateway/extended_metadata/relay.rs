@@ -556,7 +556,11 @@ fn server_bytes<R>(
         }
         if to == To::RowsEnded {
             diversion.on = false;
-            return Ok(Run { to, out: 0, used: 0 });
+            return Ok(Run {
+                to,
+                out: 0,
+                used: 0,
+            });
         }
         run_to = Some(to);
         // Renumbered once taken (below), never twice.
@@ -761,11 +765,21 @@ mod tests {
         drop(server);
         let mut took = Took::default();
         while side.fill().await.unwrap() {
-            took.runs(&mut side, &mut answers, &mut done, &mut Diversion::default(), false)
-                .unwrap();
+            took.runs(
+                &mut side,
+                &mut answers,
+                &mut done,
+                &mut Diversion::default(),
+                false,
+            )
+            .unwrap();
         }
         assert_eq!(done.len(), 1, "the definition was read");
-        assert_eq!(took.driver.len(), bytes.len() - 1, "only the empty info went");
+        assert_eq!(
+            took.driver.len(),
+            bytes.len() - 1,
+            "only the empty info went"
+        );
         assert!(side.peak > 40 * 1024);
         assert_eq!(side.buf.capacity(), READ);
     }
@@ -908,7 +922,8 @@ mod tests {
             self.driver_seq += 1;
             let info = definition(Some(b"\x01\x04json"));
             self.server.extend(packet(self.seq, &info));
-            self.driver.extend(packet(self.driver_seq, &definition(None)));
+            self.driver
+                .extend(packet(self.driver_seq, &definition(None)));
         }
         /// A row's payload, in as many packets as it takes.
         fn row(&mut self, payload: &[u8]) {
@@ -1002,7 +1017,10 @@ mod tests {
             let sizes = std::iter::repeat_with(|| rng.random_range(1..=most));
             let took = in_pieces(&bytes, sizes, &mut start(deprecate_eof), true).unwrap();
             assert!(took.driver[..login.len()] == login[..]);
-            assert!(took.driver[login.len()..] == script.driver[..], "round {round}");
+            assert!(
+                took.driver[login.len()..] == script.driver[..],
+                "round {round}"
+            );
             assert!(took.gateway == script.gateway, "round {round}");
             let ends: Vec<usize> = script.ends.iter().map(|e| e + login.len()).collect();
             assert_eq!(took.ends, ends, "round {round}");
