@@ -47,40 +47,26 @@ const QUERIES: &[&str] = &[
     "SELECT 7 AS g; EXECUTE s",
 ];
 
-/// Every packet of every answer, readable, with the two status bits the
-/// sidecar does not carry cleared in EOF and OK packets (README, Known
-/// limits: `SERVER_QUERY_NO_INDEX_USED` / `…_NO_GOOD_INDEX_USED`).
+/// Every packet of every answer, readable, with the two index bits
+/// cleared in the EOF after a set's column definitions (README, Known
+/// limits: `SERVER_QUERY_NO_INDEX_USED` / `…_NO_GOOD_INDEX_USED` are set
+/// there as the server plans a statement, before its rows, and that EOF
+/// never reaches the gateway's driver). The EOFs and OKs that end each
+/// result are compared whole.
 async fn answers(client: &mut RawClient, deprecate_eof: bool) -> Vec<String> {
     let mut seen = Vec::new();
     for sql in QUERIES {
         seen.push(format!("QUERY {sql}"));
+        let mut after_definition = false;
         for mut p in client.query(sql).await {
-            // No text row here starts with 0x00 (an empty string).
-            let end = p[0] == 0xfe && p.len() < 9;
-            if end || p[0] == 0 {
-                let at = if end && !deprecate_eof {
-                    3
-                } else {
-                    let (_, a) = lenenc(&p[1..]);
-                    let (_, b) = lenenc(&p[1 + a..]);
-                    1 + a + b
-                };
-                let status = u16::from_le_bytes([p[at], p[at + 1]]) & !0x30;
-                p[at..at + 2].copy_from_slice(&status.to_le_bytes());
+            if after_definition && !deprecate_eof && p[0] == 0xfe && p.len() == 5 {
+                p[3] &= !0x30;
             }
+            after_definition = p.starts_with(b"\x03def");
             seen.push(shown(&p));
         }
     }
     seen
-}
-
-fn lenenc(p: &[u8]) -> (u64, usize) {
-    match p[0] {
-        0xfc => (u64::from(u16::from_le_bytes([p[1], p[2]])), 3),
-        0xfd => (u64::from(u32::from_le_bytes([p[1], p[2], p[3], 0])), 4),
-        0xfe => (u64::from_le_bytes(p[1..9].try_into().unwrap()), 9),
-        n => (u64::from(n), 1),
-    }
 }
 
 fn shown(packet: &[u8]) -> String {

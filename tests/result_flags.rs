@@ -17,7 +17,7 @@ use mysql_async::prelude::*;
 
 use common::raw_packets::{self, DEPRECATE_EOF, Param, RawClient};
 use common::sidecar::Chain;
-use common::{LOCAL_PASSWORD, LOCAL_USER};
+use common::{LOCAL_PASSWORD, LOCAL_USER, Stack};
 
 const MULTI_STATEMENTS: u32 = 0x1_0000;
 
@@ -59,6 +59,8 @@ const QUERIES: &[&str] = &[
     "CALL rf_out(1, @n)",
     "SELECT CAST('1x' AS SIGNED) AS c; SELECT id FROM rf WHERE u = 1 ORDER BY id; SELECT 2 AS b",
     "UPDATE rf SET u = u WHERE u = 2; SELECT id FROM rf WHERE u = 2",
+    // An OK result with a warning (a duplicate key ignored), then others.
+    "INSERT IGNORE INTO rf VALUES (1, 9); DO 1; SELECT 1 AS a",
 ];
 
 const PREPARED: &[(&str, &[i32])] = &[
@@ -77,26 +79,37 @@ fn shown(packet: &[u8]) -> String {
     )
 }
 
+/// Every packet of the answers to `queries` and to `prepared`, each
+/// packet through `mask`.
+async fn answers_to(
+    client: &mut RawClient,
+    queries: &[&str],
+    prepared: &[(&str, &[i32])],
+    mask: fn(Vec<Vec<u8>>) -> Vec<String>,
+) -> Vec<String> {
+    let mut seen = Vec::new();
+    for sql in queries {
+        seen.push(format!("QUERY {sql}"));
+        seen.extend(mask(client.query(sql).await));
+    }
+    for (sql, ints) in prepared {
+        seen.push(format!("EXECUTE {sql}"));
+        let (id, params, _) = client.prepare(sql).await;
+        let mut values: Vec<Param> = ints.iter().map(|&v| Param::long(v)).collect();
+        values.resize_with(usize::from(params), Param::null);
+        seen.extend(mask(client.execute(id, &values).await));
+        client.close(id).await;
+    }
+    seen
+}
+
 /// Every packet of every answer, text and binary protocol, with the
 /// index flags of the EOF after a set's column definitions (clients
 /// without `CLIENT_DEPRECATE_EOF`) cleared: the server sets them there as
 /// it plans the statement, before the rows, and never sends that EOF to
 /// the gateway's driver (README, Known limits).
 async fn answers(client: &mut RawClient) -> Vec<String> {
-    let mut seen = Vec::new();
-    for sql in QUERIES {
-        seen.push(format!("QUERY {sql}"));
-        seen.extend(masked(client.query(sql).await));
-    }
-    for (sql, ints) in PREPARED {
-        seen.push(format!("EXECUTE {sql}"));
-        let (id, params, _) = client.prepare(sql).await;
-        let mut values: Vec<Param> = ints.iter().map(|&v| Param::long(v)).collect();
-        values.resize_with(usize::from(params), Param::null);
-        seen.extend(masked(client.execute(id, &values).await));
-        client.close(id).await;
-    }
-    seen
+    answers_to(client, QUERIES, PREPARED, masked).await
 }
 
 fn masked(mut packets: Vec<Vec<u8>>) -> Vec<String> {
@@ -132,9 +145,6 @@ async fn each_results_ending_status_and_warnings_are_the_servers() {
         let mut via =
             RawClient::login(Box::new(tcp), LOCAL_USER, LOCAL_PASSWORD, "app", caps).await;
         let want = answers(&mut direct).await;
-        if std::env::var("SHOW").is_ok() {
-            eprintln!("{want:#?}");
-        }
         let got = answers(&mut via).await;
         flags_seen |= want.iter().map(|p| end_status(p)).fold(0, |a, b| a | b);
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
@@ -160,6 +170,68 @@ async fn each_results_ending_status_and_warnings_are_the_servers() {
     assert_eq!(flags_seen & 0x20, 0x20, "MariaDB sets NO_INDEX_USED");
     assert_eq!(flags_seen & 0x1000, 0x1000, "MariaDB sets PS_OUT_PARAMS");
     assert!(differences.is_empty(), "{}", differences.join("\n"));
+}
+
+/// [`masked`], and the index flags cleared in every terminator and OK
+/// too (a binary row that looks like an OK is changed alike both ways).
+fn all_index_flags_masked(mut packets: Vec<Vec<u8>>) -> Vec<String> {
+    for p in &mut packets {
+        let at = match p[0] {
+            0xfe if p.len() == 5 => Some(3),
+            0x00 | 0xfe if p.len() < 0xff_ffff => {
+                let size = |b: Option<&u8>| match b {
+                    Some(0xfc) => Some(3),
+                    Some(0xfd) => Some(4),
+                    Some(0xfe) => Some(9),
+                    Some(_) => Some(1),
+                    None => None,
+                };
+                size(p.get(1)).and_then(|a| size(p.get(1 + a)).map(|b| 1 + a + b))
+            }
+            _ => None,
+        };
+        if let Some(at) = at.filter(|&at| at + 1 < p.len()) {
+            p[at] &= !0x30;
+        }
+    }
+    masked(packets)
+}
+
+/// Where the gateway's relay does not follow the backend connection
+/// (`relay_extended_metadata = false`, as over TLS) no status flags
+/// cross: the index flags are not set, but the warning counts are the
+/// server's (the driver's), and a prepared CALL's OUT parameters are still
+/// flagged, by what MariaDB writes in them (the look-alike `rf_like` would
+/// be too: a known limit, left out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_relay_warnings_and_out_parameters_are_still_the_servers() {
+    let stack = Stack::start_with(|c| c.backend.relay_extended_metadata = false).await;
+    let chain = Chain::start_on(stack).await;
+    let mut direct = chain.direct().await;
+    for sql in SETUP {
+        direct.query_drop(*sql).await.unwrap();
+    }
+    direct.disconnect().await.unwrap();
+    let prepared: Vec<_> = PREPARED
+        .iter()
+        .copied()
+        .filter(|(sql, _)| !sql.contains("rf_like"))
+        .collect();
+    for caps in [MULTI_STATEMENTS, MULTI_STATEMENTS | DEPRECATE_EOF] {
+        let unix = tokio::net::UnixStream::connect(&chain.stack.db.socket)
+            .await
+            .unwrap();
+        let mut direct =
+            RawClient::login(Box::new(unix), "app", "app-backend-pw", "app", caps).await;
+        let tcp = tokio::net::TcpStream::connect(chain.sidecar.addr())
+            .await
+            .unwrap();
+        let mut via =
+            RawClient::login(Box::new(tcp), LOCAL_USER, LOCAL_PASSWORD, "app", caps).await;
+        let want = answers_to(&mut direct, QUERIES, &prepared, all_index_flags_masked).await;
+        let got = answers_to(&mut via, QUERIES, &prepared, all_index_flags_masked).await;
+        assert_eq!(got, want, "caps {caps:#x}");
+    }
 }
 
 /// The status flags of a shown EOF or OK, else 0.

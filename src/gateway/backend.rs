@@ -281,7 +281,6 @@ async fn read_results<S: ResultSink>(
     sink: &mut S,
 ) -> Result<Outcome, BackendError> {
     let id = conn.id();
-    json.relayed.start_statement(id);
     // Claimed before the statement goes, given up once its results are
     // read: the gateway's own queries after it are its driver's.
     let mut diverted = json.relayed.tap(id).map(Diverted::new);

@@ -149,7 +149,6 @@ async fn execute<S: ResultSink>(
         mysql_async::Params::Positional(params)
     };
     let id = conn.id();
-    json.relayed.start_statement(id);
     let result = conn.exec_iter(statement, params).await?;
     let binary_row = |columns: &[Column], row: mysql_async::Row| {
         let made = (0..columns.len())

@@ -5,9 +5,12 @@
 //! is how drivers (Connector/J's `CallableStatement`, libmysqlclient's
 //! `mysql_stmt_next_result`) tell it from a result set.
 //!
-//! The psdb API carries no status flags, and mysql_async (the gateway's
-//! backend driver) does not show a result set's terminator, so the set
-//! is recognised by what MariaDB writes in its column definitions
+//! Our gateway says how the server ended each result
+//! (`QueryResult.server_status`), flag included, where its relay follows
+//! the backend connection. Where no status flags cross (another psdb
+//! server; a backend connection the relay does not follow: TLS, a remote
+//! server), the set is recognised by what MariaDB writes in its column
+//! definitions
 //! (`sp_head::execute_procedure`): every column is a parameter of the
 //! called routine — its table and original table are the routine's name,
 //! its database the routine's, its name and original name the

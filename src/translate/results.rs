@@ -438,15 +438,15 @@ impl ResultWriter {
                         .as_deref()
                         .is_some_and(|routine| out_params::is_out_params(fields, routine)),
                 };
+                *ended = Some(ending);
                 if maybe && rows.len() == 1 {
                     // Written once the final OK is here: the column EOF
                     // of OUT parameters has its warning count.
-                    *ended = Some(ending);
                     return Ok(());
                 }
-                // An ordinary set of the procedure.
+                // An ordinary set of the procedure, its column EOF with
+                // the flags the server ended it with.
                 self.release_candidate(false, 0, out)?;
-                self.state = State::Held(Held::EndOfRows(ending));
                 self.result_ended(false, ending);
                 return Ok(());
             }
@@ -1131,6 +1131,128 @@ mod tests {
         assert_eq!(
             call(&[none, end_msg(), ok_msg(0, 0, "")]),
             vec![x(), Seen::End(more(), 0), final_ok()]
+        );
+    }
+
+    /// An end marker that says how the server ended the result.
+    fn ended(result: pb::QueryResult, status: StatusFlags, warnings: u32) -> pb::QueryResult {
+        pb::QueryResult {
+            server_status: Some(status.bits().into()),
+            warning_count: Some(warnings),
+            ..result
+        }
+    }
+
+    /// Where the stream says how the server ended each result, a
+    /// terminator a result follows is the server's (but for the session
+    /// tracking flag, the sidecar's own), and the last is the session's
+    /// status with the flags the server set for the statement.
+    #[test]
+    fn terminators_are_the_servers_where_the_stream_says() {
+        const NO_INDEX: StatusFlags = StatusFlags::SERVER_STATUS_NO_INDEX_USED;
+        let server_mid = StatusFlags::SERVER_STATUS_AUTOCOMMIT
+            | StatusFlags::SERVER_MORE_RESULTS_EXISTS
+            | NO_INDEX
+            | StatusFlags::SERVER_SESSION_STATE_CHANGED;
+        let a = || fields_msg(vec![field("a", 3, 0)], vec![row(&[Some("1")])]);
+        let messages = [
+            a(),
+            ended(end_msg(), server_mid, 1),
+            ended(ok_msg(2, 0, ""), server_mid, 4),
+            a(),
+            // The session's flags of the last are the session's.
+            ended(end_msg(), StatusFlags::SERVER_STATUS_IN_TRANS | NO_INDEX, 3),
+        ];
+        let mid = server_mid - StatusFlags::SERVER_SESSION_STATE_CHANGED;
+        for format in [RowFormat::Text, RowFormat::Binary] {
+            assert_eq!(
+                run(modern(), format, &messages, None),
+                vec![
+                    Seen::Columns(vec!["a".into()]),
+                    Seen::Row(vec![row_value(format, "1")]),
+                    Seen::End(mid, 1),
+                    Seen::Ok(2, 0, mid, 4, String::new()),
+                    Seen::Columns(vec!["a".into()]),
+                    Seen::Row(vec![row_value(format, "1")]),
+                    Seen::End(FINAL | NO_INDEX, 3),
+                ]
+            );
+        }
+        // Warnings alone (a backend connection the relay does not follow).
+        let messages = [
+            a(),
+            pb::QueryResult {
+                warning_count: Some(1),
+                ..end_msg()
+            },
+            a(),
+            end_msg(),
+        ];
+        assert_eq!(
+            run(modern(), RowFormat::Text, &messages, None)[2],
+            Seen::End(more(), 1)
+        );
+    }
+
+    fn row_value(format: RowFormat, text: &str) -> Value {
+        match format {
+            RowFormat::Text => bytes(text),
+            RowFormat::Binary => Value::Int(text.parse().unwrap()),
+        }
+    }
+
+    /// A prepared CALL's set is its OUT parameters because the server
+    /// flagged it, where the stream says: a set that looks like them is
+    /// not, and one that does not look like them is.
+    #[test]
+    fn out_parameters_are_the_set_the_server_flagged() {
+        let call = |messages: &[pb::QueryResult]| {
+            let mut out = Packets::reply_to(0);
+            let mut writer =
+                ResultWriter::new(modern(), RowFormat::Binary, MID).in_call_of(Some(b"p".to_vec()));
+            for m in messages {
+                writer.message(m, &mut out).unwrap();
+            }
+            writer.finish(None, FINAL, 3, &mut out);
+            client(&mut out, modern(), RowFormat::Binary)
+        };
+        let look_alike = pb::Field {
+            database: "app".into(),
+            table: "p".into(),
+            org_table: "p".into(),
+            org_name: "x".into(),
+            ..field("x", 3, 0)
+        };
+        let server_more =
+            StatusFlags::SERVER_STATUS_AUTOCOMMIT | StatusFlags::SERVER_MORE_RESULTS_EXISTS;
+        let flagged = server_more | StatusFlags::SERVER_PS_OUT_PARAMS;
+        let final_ok = || ended(ok_msg(0, 0, ""), StatusFlags::SERVER_STATUS_AUTOCOMMIT, 3);
+        let x = || Seen::Columns(vec!["x".into()]);
+        assert_eq!(
+            call(&[
+                fields_msg(vec![look_alike], vec![row(&[Some("6")])]),
+                ended(end_msg(), server_more, 0),
+                final_ok(),
+            ]),
+            vec![
+                x(),
+                Seen::Row(vec![Value::Int(6)]),
+                Seen::End(server_more, 0),
+                Seen::Ok(0, 0, FINAL, 3, String::new())
+            ]
+        );
+        assert_eq!(
+            call(&[
+                fields_msg(vec![field("x", 3, 0)], vec![row(&[Some("6")])]),
+                ended(end_msg(), flagged, 0),
+                final_ok(),
+            ]),
+            vec![
+                x(),
+                Seen::Row(vec![Value::Int(6)]),
+                Seen::End(flagged, 0),
+                Seen::Ok(0, 0, FINAL, 3, String::new())
+            ]
         );
     }
 

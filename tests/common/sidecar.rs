@@ -29,7 +29,17 @@ impl Chain {
 
     /// The chain, once the sidecar has learnt the backend's version.
     pub async fn start_with(tweak: impl FnOnce(&mut SidecarConfig)) -> Self {
-        let chain = Self::launch(tweak).await;
+        Self::launch(tweak).await.learned().await
+    }
+
+    /// The chain in front of a gateway (`stack`) set up by the caller,
+    /// once the sidecar has learnt the backend's version.
+    pub async fn start_on(stack: Stack) -> Self {
+        Self::launch_on(stack, |_| {}).await.learned().await
+    }
+
+    async fn learned(self) -> Self {
+        let chain = self;
         // Clients compare with a direct MariaDB connection, so they must
         // see the MariaDB version (and its column style), learned shortly
         // after start.

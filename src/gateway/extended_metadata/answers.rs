@@ -116,6 +116,8 @@ pub struct Answers {
     client_continues: bool,
     /// The results that ended, in order, since the relay last took them.
     pub endings: Vec<Ending>,
+    /// The client began a command since the relay last looked.
+    pub new_command: bool,
 }
 
 impl Answers {
@@ -128,6 +130,7 @@ impl Answers {
             server_continues: false,
             client_continues: false,
             endings: Vec::new(),
+            new_command: false,
         }
     }
 
@@ -145,6 +148,7 @@ impl Answers {
         if seq != 0 || continuation {
             return;
         }
+        self.new_command = true;
         if let Some(expect) = first.and_then(expectation) {
             self.pending.push_back(expect);
         }

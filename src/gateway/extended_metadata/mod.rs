@@ -17,10 +17,11 @@
 //! warning count of the EOF or OK after a set's rows, or of an OK result —
 //! which the driver reads but does not show (`QueryResult` has no status
 //! flags): the gateway takes them in order as its driver reads each result
-//! of a statement ([`ExtendedMetadata::ending`]).
+//! of a statement ([`ExtendedMetadata::ending`]). Those of a command's
+//! answer are kept until the driver sends its next command.
 //!
-//! And it gives the rows of the gateway's streamed text results to the
-//! gateway itself rather than through its driver ([`RowTap`]).
+//! And it gives the rows of the gateway's text results to the gateway
+//! itself rather than through its driver ([`RowTap`]).
 
 mod answers;
 
@@ -119,17 +120,6 @@ impl ExtendedMetadata {
         Some(vec![Vec::new(); columns.len()])
     }
 
-    /// Connection `id` is about to send a statement: how earlier results
-    /// ended (its driver's and the gateway's own queries, all read by
-    /// now) is forgotten, so [`Self::ending`] gives this statement's.
-    pub fn start_statement(&self, id: u32) {
-        if let Some(slot) = self.connections.slot(id) {
-            let mut kept = slot.lock().expect("not poisoned");
-            kept.endings.clear();
-            kept.endings_lost = false;
-        }
-    }
-
     /// Claims the rows of the text result sets of the statement that
     /// connection `id` is about to send (see `tap`); `None` if that
     /// connection is not relayed. Taken before the statement is sent, so
@@ -139,9 +129,10 @@ impl ExtendedMetadata {
     }
 
     /// How the next result of the statement on connection `id` ended,
-    /// once the driver has read that result to its end; `None` if the
-    /// connection is not relayed, or for the results after more than the
-    /// relay keeps (those it kept are the statement's first ones).
+    /// once the driver has read that result to its end (the results of
+    /// the command being answered, in order); `None` if the connection is
+    /// not relayed, or for the results after more than the relay keeps
+    /// (those it kept are the answer's first ones).
     pub fn ending(&self, id: u32) -> Option<Ending> {
         let slot = self.connections.slot(id)?;
         let mut kept = slot.lock().expect("not poisoned");

@@ -24,11 +24,11 @@ use super::wire;
 /// Result sets kept per connection for the gateway to pair: more than a
 /// statement and the gateway's own reads after it ever leave unpaired.
 const KEPT: usize = 32;
-/// Endings kept per connection: the gateway takes them as its driver
-/// reads each result, but the relay may be ahead of the driver by all
-/// that the sockets between them hold (results of a few bytes each).
-/// Past this many the statement's endings are given up (see
-/// [`Kept::endings_lost`]).
+/// Endings kept per connection, of one command's answer: the gateway
+/// takes them as its driver reads each result, but the relay may be ahead
+/// of the driver by all that the sockets between them hold (results of a
+/// few bytes each). Past this many the rest of the answer's are given up
+/// (see [`Kept::endings_lost`]).
 const KEPT_ENDINGS: usize = 4096;
 /// Bytes a relayed connection reads at a time, each way: all a side holds,
 /// but for a packet it must read whole (a column definition, an OK) that
@@ -74,8 +74,7 @@ impl Backend {
 pub struct Kept {
     /// Column definitions of result sets, paired by their columns.
     pub records: VecDeque<Record>,
-    /// How each result ended, in order, since the gateway started its
-    /// statement (see `ExtendedMetadata::start_statement`).
+    /// How each result of the command being answered ended, in order.
     pub endings: VecDeque<Ending>,
     /// More endings came than are kept: the statement's cannot be paired.
     pub endings_lost: bool,
@@ -85,6 +84,14 @@ pub struct Kept {
 }
 
 impl Kept {
+    /// The driver sent a command: it has read the whole answer to the
+    /// last (it sends none before), and the gateway has taken the endings
+    /// it wanted as the driver read each result.
+    fn command(&mut self) {
+        self.endings.clear();
+        self.endings_lost = false;
+    }
+
     fn note(&mut self, records: &mut Vec<Record>, endings: &mut Vec<Ending>) {
         for record in records.drain(..) {
             if self.records.len() == KEPT {
@@ -372,6 +379,9 @@ async fn follow(
                     return Ok(());
                 }
                 let used = client_bytes(from_client, &mut answers);
+                if std::mem::take(&mut answers.new_command) {
+                    slot.lock().expect("not poisoned").command();
+                }
                 server_write.write_all(&from_client.buf[..used]).await?;
                 from_client.buf.advance(used);
                 from_client.shrink();
@@ -397,15 +407,18 @@ async fn follow(
                             .expect("not poisoned")
                             .note(&mut done, &mut answers.endings);
                     }
-                    let bytes = &from_server.buf[..run.out];
                     match run.to {
-                        To::Driver => client_write.write_all(bytes).await?,
+                        To::Driver => client_write.write_all(&from_server.buf[..run.out]).await?,
                         To::Gateway => {
+                            // Rows are never rewritten (`out` = `used`):
+                            // the buffer's front is handed over, not copied.
+                            let rows = from_server.buf.split_to(run.out).freeze();
                             // A gateway that gave up its claim (its
                             // statement was dropped) leaves the rest of
                             // the rows to be dropped here.
                             if let Some(sender) = &tap
-                                && sender.send(Tapped::Rows(Bytes::copy_from_slice(bytes))).await.is_err()
+                                && !rows.is_empty()
+                                && sender.send(Tapped::Rows(rows)).await.is_err()
                             {
                                 tap = None;
                             }
@@ -416,7 +429,8 @@ async fn follow(
                             }
                         }
                     }
-                    from_server.buf.advance(run.used);
+                    let handed_over = if run.to == To::Gateway { run.out } else { 0 };
+                    from_server.buf.advance(run.used - handed_over);
                     if run.used == 0 && run.to != To::RowsEnded {
                         break;
                     }
@@ -978,9 +992,10 @@ mod tests {
         s.definition();
         eof(&mut s);
         // A cell of `long` bytes, its length as the server writes it.
-        let mut row = match u16::try_from(long) {
-            Ok(short) => [&[0xfc][..], &short.to_le_bytes()].concat(),
-            Err(_) => [&[0xfe][..], &(long as u64).to_le_bytes()].concat(),
+        let mut row = match long {
+            ..0x1_0000 => [&[0xfc][..], &(long as u64).to_le_bytes()[..2]].concat(),
+            ..0x100_0000 => [&[0xfd][..], &(long as u64).to_le_bytes()[..3]].concat(),
+            _ => [&[0xfe][..], &(long as u64).to_le_bytes()].concat(),
         };
         row.resize(row.len() + long, b'v');
         s.row(&row);
@@ -1035,5 +1050,89 @@ mod tests {
         let took = in_pieces(&bytes, std::iter::repeat(70_000), &mut start(true), false).unwrap();
         assert!(took.gateway.is_empty() && took.ends.is_empty());
         assert_eq!(took.driver.len(), bytes.len() - 3 * 7);
+    }
+
+    /// Through the relay's sockets: with the gateway's claim, the driver
+    /// reads the answer without its rows and the gateway's tap gets them,
+    /// each result's then an end, while the relay holds back the backend
+    /// until each side has taken its part.
+    #[tokio::test]
+    async fn a_claimed_answer_crosses_in_two_parts() {
+        use super::super::tap::RowTap;
+        let (driver, relay_client) = duplex(64 * 1024);
+        let (server, relay_server) = duplex(64 * 1024);
+        let (client_read, mut client_write) = tokio::io::split(relay_client);
+        let (server_read, mut server_write) = tokio::io::split(relay_server);
+        let (mut from_client, mut from_server) = (Side::new(client_read), Side::new(server_read));
+        let slot = Slot::default();
+        let mut tap = RowTap::claim(&slot);
+        let framing = wire::Framing {
+            deprecate_eof: true,
+            cache_metadata: false,
+        };
+        let script = claimed_answer(true, 300_000);
+        let script_run = async {
+            let (mut driver_read, mut driver_write) = tokio::io::split(driver);
+            let (mut server_read, mut server_write) = tokio::io::split(server);
+            let login_ok = packet(2, &[0, 0, 0, 2, 0, 0, 0]);
+            server_write.write_all(&login_ok).await.unwrap();
+            let mut got = vec![0; login_ok.len()];
+            driver_read.read_exact(&mut got).await.unwrap();
+            // The statement, and the next command (COM_PING).
+            for command in [packet(0, b"\x03SELECT"), packet(0, b"\x0e")] {
+                driver_write.write_all(&command).await.unwrap();
+                let mut arrived = vec![0; command.len()];
+                server_read.read_exact(&mut arrived).await.unwrap();
+            }
+            let driver_reads = async {
+                let mut received = vec![0; script.driver.len()];
+                driver_read.read_exact(&mut received).await.unwrap();
+                received
+            };
+            let gateway_reads = async {
+                let (mut rows, mut ends) = (Vec::new(), 0);
+                while ends < script.ends.len() {
+                    match tap.recv().await.expect("the relay is there") {
+                        Tapped::Rows(chunk) => rows.extend_from_slice(&chunk),
+                        Tapped::End => ends += 1,
+                    }
+                }
+                rows
+            };
+            let (_, received, rows) = tokio::join!(
+                server_write.write_all(&script.server),
+                driver_reads,
+                gateway_reads
+            );
+            let first = received.iter().zip(&script.driver).position(|(a, b)| a != b);
+            assert!(
+                received == script.driver,
+                "the driver's part differs at {first:?}: {:?} vs {:?}",
+                &received[first.unwrap_or(0).saturating_sub(8)..][..40.min(received.len())],
+                &script.driver[first.unwrap_or(0).saturating_sub(8)..][..40.min(received.len())]
+            );
+            assert!(rows == script.gateway, "the gateway's part");
+            drop((driver_read, driver_write));
+            // The connection ends: so does the tap.
+            assert!(tap.recv().await.is_none());
+        };
+        let (ended, ()) = tokio::join!(
+            async {
+                let ended = follow(
+                    framing,
+                    &slot,
+                    &mut from_client,
+                    &mut from_server,
+                    &mut client_write,
+                    &mut server_write,
+                )
+                .await;
+                // As `relay` does once `follow` returns.
+                slot.lock().unwrap().tap = None;
+                ended
+            },
+            script_run
+        );
+        ended.unwrap();
     }
 }

@@ -1,6 +1,6 @@
 //! The relay's reading of a conversation, packet by packet.
 
-use super::answers::{Answers, Lost, MAX_PAYLOAD, Record};
+use super::answers::{Answers, Ending, Lost, MAX_PAYLOAD, Record};
 use super::wire::Framing;
 
 const JSON: &[u8] = b"\x01\x04json";
@@ -136,6 +136,58 @@ fn several_results_with_eof_packets() {
     )
     .unwrap();
     assert_eq!(done.len(), 1);
+}
+
+/// The packet that ends each result is noted, in order, with its status
+/// flags and warning count: an end of rows (EOF or OK), an OK result;
+/// not a column EOF, a prepare's OK or the login's.
+#[test]
+fn how_each_result_ended_is_noted() {
+    let ending = |status, warnings| Ending { status, warnings };
+    let warned = |mut p: Vec<u8>, at: usize| {
+        p[at] = 3;
+        p
+    };
+    for deprecate_eof in [false, true] {
+        let mut answers = logged_in(deprecate_eof, false);
+        answers.client_packet(0, b"\x03CALL p()");
+        // Each command clears what the last one's answer noted.
+        assert!(std::mem::take(&mut answers.new_command));
+        let end = |status| {
+            if deprecate_eof {
+                ok(0xfe, status)
+            } else {
+                eof(status)
+            }
+        };
+        let mut packets = vec![vec![1], definition("a", Some(b""))];
+        if !deprecate_eof {
+            packets.push(eof(0x0a));
+        }
+        // Warnings: the fourth byte of an EOF, the sixth of these OKs.
+        let at = if deprecate_eof { 5 } else { 1 };
+        packets.extend([
+            b"\x01x".to_vec(),
+            warned(end(0x2a), at),
+            warned(ok(0, 0x22), 5),
+        ]);
+        feed(&mut answers, &packets).unwrap();
+        assert_eq!(
+            answers.endings,
+            vec![ending(0x2a, 3), ending(0x22, 3)],
+            "deprecate_eof {deprecate_eof}"
+        );
+    }
+    let mut answers = logged_in(true, false);
+    answers.client_packet(1, b"more of a command");
+    assert!(!answers.new_command);
+    answers.client_packet(0, b"\x16SELECT 1");
+    feed(
+        &mut answers,
+        &[b"\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00".to_vec()],
+    )
+    .unwrap();
+    assert!(answers.endings.is_empty());
 }
 
 #[test]
