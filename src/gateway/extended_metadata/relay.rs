@@ -10,7 +10,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixListener, UnixStream};
 use tokio::sync::mpsc;
@@ -925,7 +925,7 @@ mod tests {
         fn command(&mut self) {
             (self.seq, self.driver_seq) = (0, 0);
         }
-        fn to_driver(&mut self, payload: &[u8]) {
+        fn for_driver(&mut self, payload: &[u8]) {
             self.seq += 1;
             self.driver_seq += 1;
             self.server.extend(packet(self.seq, payload));
@@ -956,7 +956,7 @@ mod tests {
         }
         fn ending(&mut self, payload: &[u8]) {
             self.ends.push(self.driver.len());
-            self.to_driver(payload);
+            self.for_driver(payload);
         }
     }
 
@@ -974,27 +974,27 @@ mod tests {
         };
         let eof = |s: &mut Script| {
             if !deprecate_eof {
-                s.to_driver(&[0xfe, 0, 0, 2, 0]);
+                s.for_driver(&[0xfe, 0, 0, 2, 0]);
             }
         };
         s.command();
-        s.to_driver(&[1]);
+        s.for_driver(&[1]);
         s.definition();
         eof(&mut s);
         s.row(b"\x03abc");
         s.row(b"\x00");
         s.ending(&ending(0x0a));
-        s.to_driver(&[1]);
+        s.for_driver(&[1]);
         s.definition();
         eof(&mut s);
         s.ending(&ending(0x0a));
-        s.to_driver(&[1]);
+        s.for_driver(&[1]);
         s.definition();
         eof(&mut s);
         // A cell of `long` bytes, its length as the server writes it.
         let mut row = match long {
             ..0x1_0000 => [&[0xfc][..], &(long as u64).to_le_bytes()[..2]].concat(),
-            ..0x100_0000 => [&[0xfd][..], &(long as u64).to_le_bytes()[..3]].concat(),
+            0x1_0000..0x100_0000 => [&[0xfd][..], &(long as u64).to_le_bytes()[..3]].concat(),
             _ => [&[0xfe][..], &(long as u64).to_le_bytes()].concat(),
         };
         row.resize(row.len() + long, b'v');
@@ -1002,7 +1002,7 @@ mod tests {
         s.row(b"\xfb");
         s.ending(b"\xff\x25\x05#70100Query execution was interrupted");
         s.command();
-        s.to_driver(&[0, 0, 0, 2, 0, 0, 0]);
+        s.for_driver(&[0, 0, 0, 2, 0, 0, 0]);
         s
     }
 
@@ -1104,7 +1104,10 @@ mod tests {
                 driver_reads,
                 gateway_reads
             );
-            let first = received.iter().zip(&script.driver).position(|(a, b)| a != b);
+            let first = received
+                .iter()
+                .zip(&script.driver)
+                .position(|(a, b)| a != b);
             assert!(
                 received == script.driver,
                 "the driver's part differs at {first:?}: {:?} vs {:?}",
