@@ -21,10 +21,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .register_descriptors(&descriptors)?
         // Their `query` (and a Field's names, error and warning messages)
         // are bytes in our proto (text in any character set) but strings in
-        // the API's JSON: src/api/text_fields.rs.
+        // the API's JSON, and PrepareResponse's extension field stays out of
+        // it: src/api/text_fields.rs.
         .exclude([
             ".psdb.v1alpha1.ExecuteRequest",
             ".psdb.v1alpha1.PrepareRequest",
+            ".psdb.v1alpha1.PrepareResponse",
             ".vitess.query.v22.Field",
             ".vitess.query.v22.QueryWarning",
             ".vitess.vtrpc.v22.RPCError",

@@ -4,8 +4,9 @@
 //! with parameters typed as drivers type them — OUT and INOUT parameters
 //! of a prepared `CALL` (their result set flagged
 //! `SERVER_PS_OUT_PARAMS`), FLOAT columns and parameters in the binary
-//! protocol, temporal parameters of every kind — and the same with
-//! mysql_async, a real driver.
+//! protocol, temporal parameters of every kind, a prepare's parameter
+//! definitions (named by their aliases, in the connection's character
+//! set) — and the same with mysql_async, a real driver.
 
 mod common;
 
@@ -17,34 +18,36 @@ use common::results::binary_results;
 use common::sidecar::Chain;
 use common::{LOCAL_PASSWORD, LOCAL_USER};
 
+/// MARIADB_CLIENT_EXTENDED_METADATA, among MariaDB's capabilities.
+const MARIADB_EXTENDED_METADATA: u32 = 0x8;
+
 /// Raw clients straight to MariaDB and through the sidecar.
 async fn clients(chain: &Chain, extra_caps: u32) -> (RawClient, RawClient) {
+    mariadb_clients(chain, extra_caps, 0).await
+}
+
+/// As [`clients`], asking for MariaDB's capabilities `mariadb` too.
+async fn mariadb_clients(chain: &Chain, extra_caps: u32, mariadb: u32) -> (RawClient, RawClient) {
     let unix = tokio::net::UnixStream::connect(&chain.stack.db.socket)
         .await
         .unwrap();
-    let direct = RawClient::login(Box::new(unix), "app", "app-backend-pw", "app", extra_caps).await;
+    let backend = ("app", "app-backend-pw");
+    let direct =
+        RawClient::login_mariadb(Box::new(unix), backend, "app", extra_caps, mariadb).await;
     let tcp = tokio::net::TcpStream::connect(chain.sidecar.addr())
         .await
         .unwrap();
-    let via = RawClient::login(Box::new(tcp), LOCAL_USER, LOCAL_PASSWORD, "app", extra_caps).await;
+    let local = (LOCAL_USER, LOCAL_PASSWORD);
+    let via = RawClient::login_mariadb(Box::new(tcp), local, "app", extra_caps, mariadb).await;
     (direct, via)
 }
 
 /// Prepares `sql`, executes it with each parameter list, and returns
 /// every packet of every answer, readable.
 async fn run(client: &mut RawClient, sql: &str, executions: &[Vec<Param>]) -> Vec<String> {
-    let (id, params, prepare) = client.prepare(sql).await;
+    let (id, _, prepare) = client.prepare(sql).await;
     let mut seen = vec![format!("PREPARE {sql}")];
-    // MariaDB names a parameter that is a select item by its alias in the
-    // parameter definitions; the API carries only their count (a known
-    // limit: drivers read their types, which are the same).
-    seen.extend(prepare.iter().enumerate().map(|(i, p)| {
-        if (1..=usize::from(params)).contains(&i) {
-            shown(&p[p.len() - 13..])
-        } else {
-            shown(p)
-        }
-    }));
+    seen.extend(prepare.iter().map(|p| shown(p)));
     for params in executions {
         seen.push("EXECUTE".into());
         seen.extend(client.execute(id, params).await.iter().map(|p| shown(p)));
@@ -169,6 +172,96 @@ async fn out_and_inout_parameters_of_a_prepared_call_are_the_servers() {
         })
         .count();
     assert!(flagged >= 6, "MariaDB flags OUT parameters: {directly:#?}");
+}
+
+/// COM_STMT_PREPARE's whole answer, parameter definitions included:
+/// MariaDB names a parameter that is a select item by its alias, in the
+/// connection's character set, and describes the others as `?`. Through
+/// the sidecar every parameter was described as an unbound `?` (the API
+/// carried only their count), so `SELECT ? AS a` differed in the name.
+/// Both EOF styles, with and without MariaDB's extended metadata, in
+/// utf8mb4, latin1 and gbk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parameter_definitions_of_a_prepare_are_the_servers() {
+    let chain = Chain::start().await;
+    setup(
+        &chain,
+        &[
+            "CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(20))",
+            "CREATE PROCEDURE p(IN a INT, OUT b VARCHAR(20)) SET b = CONCAT('n', a)",
+        ],
+    )
+    .await;
+    let in_utf8mb4: &[&[u8]] = &[
+        b"SELECT ?",
+        b"SELECT ? AS a, ? + 1 AS b",
+        b"INSERT INTO t VALUES (?, ?)",
+        b"SELECT * FROM t WHERE id = ? AND name LIKE ?",
+        b"CALL p(?, ?)",
+        b"SELECT id FROM t ORDER BY id LIMIT ?",
+        b"SELECT ? AS x, id FROM t ORDER BY id LIMIT ?, ?",
+        b"SELECT (SELECT ? AS inner_alias) AS outer_alias, ? AS `quoted alias`",
+        "SELECT ? AS é, ? AS `日本`".as_bytes(),
+        b"SELECT 1",
+    ];
+    let by_charset: &[(&str, &[&[u8]])] = &[
+        ("SET NAMES utf8mb4", in_utf8mb4),
+        ("SET NAMES latin1", &[b"SELECT ? AS \xe9, ? AS caf\xe9"]),
+        // 中 and 文 in gbk.
+        (
+            "SET NAMES gbk",
+            &[b"SELECT ? AS \xd6\xd0, ? + 1 AS \xce\xc4"],
+        ),
+    ];
+    let mut differences = Vec::new();
+    let mut named = 0;
+    for (caps, mariadb) in [
+        (0, 0),
+        (DEPRECATE_EOF, 0),
+        (0, MARIADB_EXTENDED_METADATA),
+        (DEPRECATE_EOF, MARIADB_EXTENDED_METADATA),
+    ] {
+        let (mut direct, mut via) = mariadb_clients(&chain, caps, mariadb).await;
+        for (set_names, statements) in by_charset {
+            direct.query(set_names).await;
+            via.query(set_names).await;
+            for sql in *statements {
+                let mut answers = Vec::new();
+                for client in [&mut direct, &mut via] {
+                    let (id, params, packets) = client.prepare(sql).await;
+                    client.close(id).await;
+                    answers.push((params, packets));
+                }
+                let (params, want) = &answers[0];
+                named += want[1..=usize::from(*params)]
+                    .iter()
+                    .filter(|p| definition_name(p) != b"?")
+                    .count();
+                let (want, got): (Vec<_>, Vec<_>) = (
+                    want.iter().map(|p| shown(p)).collect(),
+                    answers[1].1.iter().map(|p| shown(p)).collect(),
+                );
+                if got != want {
+                    differences.push(format!(
+                        "`{}` ({set_names}, caps {caps:#x}, MariaDB caps {mariadb:#x}) through the sidecar:\n{got:#?}\ndirectly:\n{want:#?}",
+                        String::from_utf8_lossy(sql)
+                    ));
+                }
+            }
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n\n"));
+    assert!(named > 0, "MariaDB names parameters by their aliases");
+}
+
+/// The name in a column definition: its fifth length-encoded string
+/// (after catalog, schema, table and org_table; all short here).
+fn definition_name(definition: &[u8]) -> &[u8] {
+    let mut at = 0;
+    for _ in 0..4 {
+        at += 1 + usize::from(definition[at]);
+    }
+    &definition[at + 1..at + 1 + usize::from(definition[at])]
 }
 
 /// The bytes of a [`shown`] packet.

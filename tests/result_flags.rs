@@ -61,6 +61,8 @@ const QUERIES: &[&str] = &[
     "UPDATE rf SET u = u WHERE u = 2; SELECT id FROM rf WHERE u = 2",
     // An OK result with a warning (a duplicate key ignored), then others.
     "INSERT IGNORE INTO rf VALUES (1, 9); DO 1; SELECT 1 AS a",
+    // A set with a warning, then a statement that fails.
+    "SELECT CAST('1x' AS SIGNED) AS c; SELECT nope FROM rf",
 ];
 
 const PREPARED: &[(&str, &[i32])] = &[
@@ -200,7 +202,8 @@ fn all_index_flags_masked(mut packets: Vec<Vec<u8>>) -> Vec<String> {
 /// Where the gateway's relay does not follow the backend connection
 /// (`relay_extended_metadata = false`, as over TLS) no status flags
 /// cross: the index flags are not set, but the warning counts are the
-/// server's (the driver's), and a prepared CALL's OUT parameters are still
+/// server's (the driver's; not of a set an error follows), and a prepared
+/// CALL's OUT parameters are still
 /// flagged, by what MariaDB writes in them (the look-alike `rf_like` would
 /// be too: a known limit, left out).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -212,6 +215,13 @@ async fn without_the_relay_warnings_and_out_parameters_are_still_the_servers() {
         direct.query_drop(*sql).await.unwrap();
     }
     direct.disconnect().await.unwrap();
+    // The driver does not show the warning count of a set an error
+    // follows (a known limit without the relay).
+    let queries: Vec<_> = QUERIES
+        .iter()
+        .copied()
+        .filter(|sql| !sql.contains("nope"))
+        .collect();
     let prepared: Vec<_> = PREPARED
         .iter()
         .copied()
@@ -228,8 +238,8 @@ async fn without_the_relay_warnings_and_out_parameters_are_still_the_servers() {
             .unwrap();
         let mut via =
             RawClient::login(Box::new(tcp), LOCAL_USER, LOCAL_PASSWORD, "app", caps).await;
-        let want = answers_to(&mut direct, QUERIES, &prepared, all_index_flags_masked).await;
-        let got = answers_to(&mut via, QUERIES, &prepared, all_index_flags_masked).await;
+        let want = answers_to(&mut direct, &queries, &prepared, all_index_flags_masked).await;
+        let got = answers_to(&mut via, &queries, &prepared, all_index_flags_masked).await;
         assert_eq!(got, want, "caps {caps:#x}");
     }
 }

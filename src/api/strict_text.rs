@@ -120,12 +120,14 @@ impl StrictText for PrepareResponse {
         error_is_valid(self.error.as_ref())
             && session_is_valid(self.session.as_ref())
             && self.fields.iter().all(field_is_valid)
+            && self.param_fields.iter().all(field_is_valid)
     }
 
     fn make_text_valid(&mut self) {
         make_error_valid(self.error.as_mut());
         make_session_valid(self.session.as_mut());
         self.fields.iter_mut().for_each(make_field_valid);
+        self.param_fields.iter_mut().for_each(make_field_valid);
     }
 }
 
@@ -211,6 +213,18 @@ mod tests {
         assert_eq!(
             &prepare.strict_text().unwrap().fields[0].table[..],
             "\u{fffd}".as_bytes()
+        );
+        // A parameter named by a latin1 alias.
+        let parameter = PrepareResponse {
+            param_fields: vec![Field {
+                name: Bytes::from_static(b"caf\xe9"),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert_eq!(
+            &parameter.strict_text().unwrap().param_fields[0].name[..],
+            "caf\u{fffd}".as_bytes()
         );
         let close = CloseSessionResponse {
             error: Some(RpcError {

@@ -1,6 +1,9 @@
-//! The proto3 JSON form of the two requests that carry SQL text, and of
+//! The proto3 JSON form of the two requests that carry SQL text, of
 //! `Field`, `QueryWarning` and `RPCError`, whose names and messages are
-//! bytes in our proto.
+//! bytes in our proto, and of `PrepareResponse`, whose extension field
+//! (`param_fields`) stays out of JSON as `Field.extended_metadata` does: a
+//! JSON client generated from the published proto may refuse a field it
+//! does not know.
 //!
 //! `ExecuteRequest.query` and `PrepareRequest.query` are `bytes` in our
 //! copy of the proto (the protobuf wire form of a string), so that SQL in
@@ -18,8 +21,8 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::ser::{self, SerializeStruct};
 
 use super::pb::{
-    BindVariable, ExecuteRequest, Field, PrepareRequest, QueryWarning, RpcError, Session, Type,
-    VtCode,
+    BindVariable, ExecuteRequest, Field, PrepareRequest, PrepareResponse, QueryWarning, RpcError,
+    Session, Type, VtCode,
 };
 
 /// The fields both requests share, plus `prepared` (Execute only).
@@ -172,6 +175,67 @@ impl<'de> serde::Deserialize<'de> for PrepareRequest {
             session: r.session,
             query: r.query,
             bind_variables: r.bind_variables,
+        })
+    }
+}
+
+/// A `PrepareResponse` as the API's JSON reads it: the published fields
+/// only (`null` is the default, as pbjson reads it).
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+struct PrepareResponseIn {
+    session: Option<Session>,
+    #[serde(deserialize_with = "or_default")]
+    fields: Vec<Field>,
+    error: Option<RpcError>,
+    #[serde(alias = "params_count")]
+    params_count: Option<::pbjson::private::NumberDeserialize<u32>>,
+}
+
+/// … and writes it, defaults omitted.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PrepareResponseOut<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<&'a Session>,
+    #[serde(skip_serializing_if = "<[Field]>::is_empty")]
+    fields: &'a [Field],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a RpcError>,
+    #[serde(skip_serializing_if = "is_zero")]
+    params_count: u32,
+}
+
+fn or_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de> + Default,
+{
+    <Option<T> as serde::Deserialize>::deserialize(d).map(Option::unwrap_or_default)
+}
+
+impl serde::Serialize for PrepareResponse {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        PrepareResponseOut {
+            session: self.session.as_ref(),
+            fields: &self.fields,
+            error: self.error.as_ref(),
+            params_count: self.params_count,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for PrepareResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = PrepareResponseIn::deserialize(deserializer)?;
+        Ok(PrepareResponse {
+            session: text.session,
+            fields: text.fields,
+            error: text.error,
+            params_count: text.params_count.map_or(0, |n| n.0),
+            // Protobuf only, as `Field.extended_metadata`.
+            param_fields: Vec::new(),
         })
     }
 }
@@ -442,6 +506,41 @@ mod tests {
         assert_eq!((read.column_length, read.flags), (7, 3));
         let empty: Field = serde_json::from_str("{}").unwrap();
         assert_eq!(empty, Field::default());
+    }
+
+    /// The parameter definitions are our extension: protobuf only.
+    #[test]
+    fn a_prepare_responses_json_is_the_published_fields() {
+        use prost::Message;
+        let param = Field {
+            name: Bytes::from_static(b"a"),
+            r#type: Type::Int64 as i32,
+            ..Field::default()
+        };
+        let response = PrepareResponse {
+            fields: vec![param.clone()],
+            params_count: 1,
+            param_fields: vec![param.clone()],
+            ..Default::default()
+        };
+        let back = PrepareResponse::decode(&response.encode_to_vec()[..]).unwrap();
+        assert_eq!(back, response);
+        let json = serde_json::to_value(&response).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"fields": [{"name": "a", "type": "INT64"}], "paramsCount": 1})
+        );
+        let read: PrepareResponse = serde_json::from_value(json).unwrap();
+        assert_eq!(read.param_fields, []);
+        assert_eq!((read.fields, read.params_count), (vec![param], 1));
+        let snake: PrepareResponse =
+            serde_json::from_str(r#"{"params_count":"3","fields":null,"session":null}"#).unwrap();
+        assert_eq!(snake.params_count, 3);
+        assert_eq!(
+            serde_json::to_string(&PrepareResponse::default()).unwrap(),
+            "{}"
+        );
+        assert!(serde_json::from_str::<PrepareResponse>(r#"{"paramFields":[]}"#).is_err());
     }
 
     #[test]

@@ -405,10 +405,12 @@ where
             }
         }
         outcome.warnings = result.warnings();
-        // The driver's last OK is the set's terminator unless it is the
-        // OK result that follows it (read to learn what comes next).
-        let next_is_ok = result.columns().is_some_and(|c| c.is_empty());
-        let read = ok_warnings.or((!next_is_ok).then_some(outcome.warnings));
+        // After a set, the driver's last OK is its terminator only if a
+        // set follows: it has read what comes next, and an OK result
+        // replaces it, an error clears it (the last result's count is the
+        // session's anyway).
+        let next_is_set = result.columns().is_some_and(|c| !c.is_empty());
+        let read = ok_warnings.or(next_is_set.then_some(outcome.warnings));
         // The relay noted the ending before the driver read it.
         (summary.status, summary.warnings) = result_ending(json.relayed.ending(conn), read);
         sink.end(summary).await;
@@ -561,12 +563,21 @@ pub async fn select_database(conn: &mut Conn, database: &str) -> Result<(), Back
     Ok(())
 }
 
-/// Columns and parameter count of a statement, without running it.
+/// What the backend's COM_STMT_PREPARE answer says of a statement.
+pub struct Prepared {
+    pub columns: Vec<pb::Field>,
+    /// The parameter definitions, one per parameter, as the backend sent
+    /// them (MariaDB names a parameter that is a select item by its alias).
+    pub params: Vec<pb::Field>,
+    pub params_count: u32,
+}
+
+/// Columns and parameters of a statement, without running it.
 pub async fn prepare(
     conn: &mut Conn,
     json: JsonLookup<'_>,
     sql: &[u8],
-) -> Result<(Vec<pb::Field>, u32), BackendError> {
+) -> Result<Prepared, BackendError> {
     let stmt = match conn.prep(sql).await {
         Ok(stmt) => stmt,
         Err(e) => {
@@ -576,10 +587,18 @@ pub async fn prepare(
             });
         }
     };
-    let fields = json.fields(conn.id(), &stmt.columns()).await;
-    let params = u32::from(stmt.num_params());
+    let columns = json.fields(conn.id(), &stmt.columns()).await;
+    // No extended type info to pair (`JsonLookup`): MariaDB describes a
+    // parameter before it is bound, as type NULL, whose extended
+    // metadata is empty (the relay keeps none for parameters).
+    let params = stmt.params().iter().map(field).collect();
+    let params_count = u32::from(stmt.num_params());
     conn.close(stmt).await?;
-    Ok((fields, params))
+    Ok(Prepared {
+        columns,
+        params,
+        params_count,
+    })
 }
 
 /// Stops the statement running on connection `id` (`KILL QUERY`), from

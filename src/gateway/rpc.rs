@@ -207,9 +207,10 @@ impl Rpc {
             Ok(_) if let Some(e) = too_large => response.error = Some(to_rpc_error(&e)),
             Err(e) => response.error = Some(to_rpc_error(&e)),
             Ok(conn) => match backend::prepare(conn, self.json(&account), &request.query).await {
-                Ok((fields, params)) => {
-                    response.fields = fields;
-                    response.params_count = params;
+                Ok(prepared) => {
+                    response.fields = prepared.columns;
+                    response.param_fields = prepared.params;
+                    response.params_count = prepared.params_count;
                 }
                 Err(e) => {
                     response.error = Some(to_rpc_error(&e.to_mysql()));

@@ -460,7 +460,7 @@ fn parse<T: FromStr>(text: &[u8]) -> Option<T> {
     std::str::from_utf8(text).ok()?.parse().ok()
 }
 
-/// COM_STMT_PREPARE's response: the statement header, `params` parameter
+/// COM_STMT_PREPARE's response: the statement header, the parameter
 /// definitions, then the result columns, each list followed by an EOF
 /// unless the client has `CLIENT_DEPRECATE_EOF`.
 ///
@@ -472,39 +472,40 @@ pub fn prepare_ok(
     caps: CapabilityFlags,
     style: ColumnStyle,
     stmt_id: u32,
-    params: u16,
+    params: &[ColumnDefinition<'_>],
     columns: &[ColumnDefinition<'_>],
     warnings: u16,
     status: StatusFlags,
 ) {
+    let param_count = u16::try_from(params.len()).unwrap_or(u16::MAX);
     let column_count = u16::try_from(columns.len()).unwrap_or(u16::MAX);
     out.push(|b| {
         b.put_u8(OK_HEADER);
         b.put_u32_le(stmt_id);
         b.put_u16_le(column_count);
-        b.put_u16_le(params);
+        b.put_u16_le(param_count);
         b.put_u8(0);
         b.put_u16_le(warnings);
     });
-    if params > 0 {
-        let param = parameter_definition(style);
-        for _ in 0..params {
-            column_definition(out, style, &param);
+    for list in [
+        &params[..usize::from(param_count)],
+        &columns[..usize::from(column_count)],
+    ] {
+        if !list.is_empty() {
+            for definition in list {
+                column_definition(out, style, definition);
+            }
+            metadata_eof(out, caps, status);
         }
-        metadata_eof(out, caps, status);
-    }
-    if !columns.is_empty() {
-        for column in &columns[..usize::from(column_count)] {
-            column_definition(out, style, column);
-        }
-        metadata_eof(out, caps, status);
     }
 }
 
 /// What a server describes a `?` as before it is bound: a binary column
 /// named "?" of length 0, of type VAR_STRING (MySQL) or NULL (MariaDB,
-/// whose unbound parameter has no type yet).
-fn parameter_definition(style: ColumnStyle) -> ColumnDefinition<'static> {
+/// whose unbound parameter has no type yet). For a prepare whose
+/// parameter definitions are not known (a psdb server that is not our
+/// gateway sends only their count).
+pub fn unbound_parameter(style: ColumnStyle) -> ColumnDefinition<'static> {
     ColumnDefinition {
         name: b"?",
         column_type: match style {

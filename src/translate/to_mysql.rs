@@ -81,22 +81,50 @@ pub fn binary_row(
     })
 }
 
-/// COM_STMT_PREPARE's response, with the result columns the prepare
-/// reported.
+/// A prepared statement's parameters, as the prepare described them.
+#[derive(Clone, Copy, Debug)]
+pub enum Parameters<'a> {
+    /// The backend's definitions (our gateway's `param_fields`).
+    Defined(&'a [pb::Field]),
+    /// Only their count (a psdb server that is not our gateway): each is
+    /// described as an unbound `?`.
+    Counted(u16),
+}
+
+impl<'a> Parameters<'a> {
+    /// The definitions when there is one per counted parameter, else the
+    /// count alone.
+    pub fn new(count: u16, definitions: &'a [pb::Field]) -> Self {
+        if definitions.len() == usize::from(count) {
+            Self::Defined(definitions)
+        } else {
+            Self::Counted(count)
+        }
+    }
+}
+
+/// COM_STMT_PREPARE's response, with the parameters and result columns
+/// the prepare reported.
 #[allow(clippy::too_many_arguments)]
 pub fn prepare_ok(
     out: &mut Packets,
     caps: CapabilityFlags,
     style: ColumnStyle,
     stmt_id: u32,
-    params: u16,
+    params: Parameters<'_>,
     columns: &[pb::Field],
     warnings: u16,
     status: StatusFlags,
 ) {
+    let params: Vec<_> = match params {
+        Parameters::Defined(fields) => fields.iter().map(definition).collect(),
+        Parameters::Counted(count) => {
+            vec![response::unbound_parameter(style); usize::from(count)]
+        }
+    };
     let columns: Vec<_> = columns.iter().map(definition).collect();
     response::prepare_ok(
-        out, caps, style, stmt_id, params, &columns, warnings, status,
+        out, caps, style, stmt_id, &params, &columns, warnings, status,
     );
 }
 
@@ -579,7 +607,7 @@ mod tests {
                 caps,
                 ColumnStyle::Mysql,
                 7,
-                2,
+                Parameters::Counted(2),
                 &columns,
                 3,
                 status,
@@ -614,12 +642,54 @@ mod tests {
             classic_caps(),
             ColumnStyle::Mysql,
             1,
-            0,
+            Parameters::Counted(0),
             &[],
             0,
             status,
         );
         assert_eq!(payloads(&mut out, 1).len(), 1);
+    }
+
+    /// The gateway's parameter definitions are written as they are (a
+    /// parameter named by its alias, in latin1); a list that does not
+    /// match the count is not used.
+    #[test]
+    fn prepare_ok_with_the_parameter_definitions_of_the_prepare() {
+        let mut alias = field("a", 6, 128, 63);
+        alias.name = Bytes::from_static(b"caf\xe9");
+        let params = [alias, field("?", 6, 128, 63)];
+        let defined = Parameters::new(2, &params);
+        assert!(matches!(defined, Parameters::Defined(p) if p.len() == 2));
+        assert!(matches!(
+            Parameters::new(3, &params),
+            Parameters::Counted(3)
+        ));
+        assert!(matches!(Parameters::new(1, &[]), Parameters::Counted(1)));
+        for caps in [caps(), classic_caps()] {
+            let classic = !caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
+            let mut out = Packets::reply_to(0);
+            let status = StatusFlags::empty();
+            prepare_ok(
+                &mut out,
+                caps,
+                ColumnStyle::Mariadb,
+                4,
+                defined,
+                &[],
+                0,
+                status,
+            );
+            let p = payloads(&mut out, 1);
+            assert_eq!(p.len(), if classic { 4 } else { 3 });
+            assert_eq!(&p[0][5..9], &[0, 0, 2, 0]);
+            for (payload, param) in p[1..3].iter().zip(&params) {
+                let c = parse_column(payload);
+                assert_eq!(c.name_ref(), &param.name[..]);
+                assert_eq!(c.org_name_ref(), &param.org_name[..]);
+                assert_eq!(c.column_type(), ColumnType::MYSQL_TYPE_NULL);
+                assert_eq!(c.character_set(), 63);
+            }
+        }
     }
 
     /// A JSON column as each server shows it: MySQL's JSON type; MariaDB's
@@ -687,7 +757,7 @@ mod tests {
             caps(),
             ColumnStyle::MariadbExtended,
             1,
-            1,
+            Parameters::Counted(1),
             &fields[..1],
             0,
             StatusFlags::empty(),

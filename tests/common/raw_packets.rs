@@ -163,10 +163,11 @@ impl RawClient {
     }
 
     /// COM_STMT_PREPARE: the statement id, the parameter count and every
-    /// packet of the answer.
-    pub async fn prepare(&mut self, sql: &str) -> (u32, u16, Vec<Vec<u8>>) {
+    /// packet of the answer. `sql` is bytes in the connection's character
+    /// set (which need not be UTF-8).
+    pub async fn prepare(&mut self, sql: impl AsRef<[u8]>) -> (u32, u16, Vec<Vec<u8>>) {
         let mut body = vec![0x16];
-        body.extend_from_slice(sql.as_bytes());
+        body.extend_from_slice(sql.as_ref());
         self.write(0, &body).await;
         let first = self.read().await;
         if first[0] == 0xff {

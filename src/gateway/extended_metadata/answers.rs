@@ -351,7 +351,9 @@ impl Answers {
             };
             let (columns, params) = (count(5)?, count(7)?);
             self.state = if params > 0 {
-                // Parameters are described by the sidecar itself.
+                // Not kept: a parameter's extended type info is empty
+                // (MariaDB describes it unbound, as type NULL), so the
+                // gateway has none to pair (`backend::prepare`).
                 definitions(params, false, Then::PrepareColumns(columns))
             } else {
                 self.enter(Then::PrepareColumns(columns))

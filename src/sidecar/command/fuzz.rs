@@ -424,6 +424,8 @@ fn drive(rng: &mut SmallRng, phase: &mut Phase, step: Step, out: &mut Packets, i
             let answer = pb::PrepareResponse {
                 params_count: [0, 1, 3, 70_000, rng.random()][rng.random_range(0..5)],
                 fields: random_fields(rng),
+                // As many as the count or not (the count then decides).
+                param_fields: random_fields(rng),
                 error: rng.random_ratio(1, 8).then(|| pb::RpcError {
                     message: "no (errno 1064) (sqlstate 42000)".into(),
                     code: 0,

@@ -604,7 +604,7 @@ impl<S> CommandPhase<S> {
             self.caps,
             self.style,
             id,
-            params,
+            to_mysql::Parameters::new(params, &prepared.param_fields),
             &prepared.fields,
             0,
             self.session.status(),
