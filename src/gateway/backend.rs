@@ -17,8 +17,9 @@ use crate::mysql::MysqlError;
 use crate::translate::types::{blob_subtype_name, vitess_type};
 
 use super::error_text::with_server_bytes;
-use super::extended_metadata::{self, ExtendedMetadata};
+use super::extended_metadata::{self, ExtendedMetadata, RowTap, Tapped};
 use super::json_columns::JsonColumns;
+use super::text_rows::{BadRow, TextRows};
 use super::vitess::{MAX_WARNINGS, WARNINGS_QUERY};
 
 /// How a backend call failed.
@@ -280,9 +281,53 @@ async fn read_results<S: ResultSink>(
     sink: &mut S,
 ) -> Result<Outcome, BackendError> {
     let id = conn.id();
+    // Claimed before the statement goes, given up once its results are
+    // read: the gateway's own queries after it are its driver's.
+    let mut diverted = json.relayed.tap(id).map(Diverted::new);
     let result = conn.query_iter(sql).await?;
-    let outcome = feed_results(result, id, json, sink, |_, row| TextRow(row)).await?;
+    let outcome = feed_results(result, id, json, sink, diverted.as_mut(), |_, row| {
+        TextRow(row)
+    })
+    .await?;
     Ok(with_connection_warnings(conn, outcome))
+}
+
+/// The rows of a statement's text result sets, as the relay diverts them
+/// from the driver (`extended_metadata::tap`), read from their packets.
+pub(super) struct Diverted {
+    tap: RowTap,
+    rows: TextRows,
+}
+
+impl Diverted {
+    fn new(tap: RowTap) -> Self {
+        Self {
+            tap,
+            rows: TextRows::default(),
+        }
+    }
+
+    /// Moves to the next row of the result set whose columns the driver
+    /// just read (`rows.row()`); `false` once its rows ended, when the
+    /// driver reads how the result ended.
+    async fn next(&mut self) -> Result<bool, BackendError> {
+        let bad = |e: BadRow| {
+            BackendError::Connection(format!("a row the gateway could not read: {}", e.0))
+        };
+        loop {
+            if self.rows.advance().map_err(bad)? {
+                return Ok(true);
+            }
+            match self.tap.recv().await {
+                Some(Tapped::Rows(chunk)) => self.rows.feed(chunk),
+                Some(Tapped::End) if self.rows.between_rows() => return Ok(false),
+                Some(Tapped::End) => return Err(bad(BadRow("the rows ended mid-row"))),
+                // The connection ended, and the relay closed the driver's
+                // socket: the driver says how.
+                None => return Ok(false),
+            }
+        }
+    }
 }
 
 /// A text-protocol row: its cells are the server's bytes (or NULL).
@@ -301,13 +346,15 @@ impl Cells for TextRow {
 }
 
 /// Feeds every result of `result` (text or binary protocol, read on
-/// connection `conn`) to `sink`, each row's cells read by `cells`; what
-/// the results said, summed up.
+/// connection `conn`) to `sink`, each row's cells read by `cells`, or,
+/// for the result sets whose rows are `diverted`, from their packets;
+/// what the results said, summed up.
 pub(super) async fn feed_results<P, S, F, C>(
     mut result: mysql_async::QueryResult<'_, 'static, P>,
     conn: u32,
     json: JsonLookup<'_>,
     sink: &mut S,
+    mut diverted: Option<&mut Diverted>,
     cells: F,
 ) -> Result<Outcome, BackendError>
 where
@@ -339,6 +386,18 @@ where
                 flow = sink.fields(json.fields(conn, &columns).await).await;
             }
         }
+        if let Some(diverted) = diverted.as_deref_mut()
+            && !columns.is_empty()
+        {
+            diverted.rows.start(columns.len());
+            while diverted.next().await? {
+                outcome.rows_read += 1;
+                if flow == Flow::Continue {
+                    flow = sink.row(&diverted.rows.row()).await;
+                }
+            }
+        }
+        // Empty when the rows were diverted: the driver reads the ending.
         while let Some(row) = result.next().await? {
             outcome.rows_read += 1;
             if flow == Flow::Continue {

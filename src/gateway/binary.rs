@@ -160,7 +160,7 @@ async fn execute<S: ResultSink>(
             .collect();
         BinaryRow { row, made }
     };
-    let outcome = feed_results(result, id, json, sink, binary_row).await?;
+    let outcome = feed_results(result, id, json, sink, None, binary_row).await?;
     Ok(with_connection_warnings(conn, outcome))
 }
 

@@ -23,6 +23,7 @@ mod session_state;
 pub(crate) mod sessions;
 mod shares;
 mod stream;
+mod text_rows;
 mod vitess;
 
 use std::net::SocketAddr;

@@ -158,8 +158,11 @@ impl Answers {
     /// is a row, or the rest of one: relayed unchanged, and nothing after
     /// its first byte matters, so it may pass before it has all arrived
     /// ([`Self::server_row`]). Any other packet is read whole.
-    pub fn is_row(&self, len: usize, first: u8) -> bool {
-        let starts_row = len > 0 && first != 0xff && !(first == 0xfe && len < MAX_PAYLOAD);
+    /// `first` is `None` for an empty packet, or one whose first byte has
+    /// not arrived (then only the rest of a long row is known for one).
+    pub fn is_row(&self, len: usize, first: Option<u8>) -> bool {
+        let starts_row = first
+            .is_some_and(|first| len > 0 && first != 0xff && !(first == 0xfe && len < MAX_PAYLOAD));
         match self.state {
             State::Rows { .. } => self.server_continues || starts_row,
             // COM_STMT_FETCH's answer starts with a row.
@@ -168,6 +171,18 @@ impl Answers {
             }
             _ => false,
         }
+    }
+
+    /// Whether the answer being read is in a text result set's rows:
+    /// the packets that may be diverted to the gateway (`tap`).
+    pub fn in_text_rows(&self) -> bool {
+        matches!(self.state, State::Rows { binary: false })
+    }
+
+    /// Whether no answer is being read: the next server packet starts
+    /// one (or is an unasked ERR).
+    pub fn between_answers(&self) -> bool {
+        matches!(self.state, State::Idle) && !self.server_continues
     }
 
     /// A packet [`Self::is_row`] took for a row, followed without its

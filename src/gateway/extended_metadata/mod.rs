@@ -19,12 +19,19 @@
 //! flags): the gateway takes them in order as its driver reads each result
 //! of a statement ([`ExtendedMetadata::ending`]). Those of a command's
 //! answer are kept until the driver sends its next command.
+//!
+//! And it gives the rows of the gateway's text results to the gateway
+//! itself rather than through its driver ([`RowTap`]).
 
 mod answers;
 
-pub use answers::Ending;
+pub use answers::{Ending, MAX_PAYLOAD};
 mod relay;
+mod tap;
 mod wire;
+
+pub use tap::{RowTap, Tapped};
+pub use wire::lenenc;
 
 use std::net::IpAddr;
 use std::path::Path;
@@ -111,6 +118,14 @@ impl ExtendedMetadata {
             }
         }
         Some(vec![Vec::new(); columns.len()])
+    }
+
+    /// Claims the rows of the text result sets of the statement that
+    /// connection `id` is about to send (see `tap`); `None` if that
+    /// connection is not relayed. Taken before the statement is sent, so
+    /// the relay has it when the first result's rows come.
+    pub fn tap(&self, id: u32) -> Option<RowTap> {
+        Some(RowTap::claim(&self.connections.slot(id)?))
     }
 
     /// How the next result of the statement on connection `id` ended,

@@ -13,10 +13,12 @@ use std::sync::{Arc, Mutex};
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixListener, UnixStream};
+use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tracing::{debug, warn};
 
 use super::answers::{Answers, Ending, Lost, MAX_PAYLOAD, Record};
+use super::tap::Tapped;
 use super::wire;
 
 /// Result sets kept per connection for the gateway to pair: more than a
@@ -76,6 +78,9 @@ pub struct Kept {
     pub endings: VecDeque<Ending>,
     /// More endings came than are kept: the statement's cannot be paired.
     pub endings_lost: bool,
+    /// Where the rows of the connection's text result sets go while the
+    /// gateway claims them ([`super::RowTap`]).
+    pub tap: Option<mpsc::Sender<Tapped>>,
 }
 
 impl Kept {
@@ -342,6 +347,8 @@ async fn relay(client: UnixStream, backend: &Backend, connections: &Connections)
         &mut server_write,
     )
     .await;
+    // A gateway waiting for rows finds the channel closed.
+    slot.lock().expect("not poisoned").tap = None;
     let mut map = connections.0.lock().expect("not poisoned");
     if map.get(&id).is_some_and(|s| Arc::ptr_eq(s, &slot)) {
         map.remove(&id);
@@ -362,6 +369,9 @@ async fn follow(
 ) -> io::Result<()> {
     let mut answers = Answers::new(framing);
     let mut done = Vec::new();
+    let mut diversion = Diversion::default();
+    // The gateway's end of the current claimed result's rows.
+    let mut tap: Option<mpsc::Sender<Tapped>> = None;
     loop {
         tokio::select! {
             more = from_client.fill() => {
@@ -380,19 +390,51 @@ async fn follow(
                 if !more? {
                     return Ok(());
                 }
-                let (out, used) = server_bytes(from_server, &mut answers, &mut done).map_err(|lost| {
-                    warn!(at = lost.0, "backend relay lost track of the protocol; closing the connection");
-                    io::Error::new(io::ErrorKind::InvalidData, lost.0)
-                })?;
-                // Noted before the packets go on: the gateway looks once
-                // its driver has read them.
-                if !done.is_empty() || !answers.endings.is_empty() {
-                    slot.lock()
-                        .expect("not poisoned")
-                        .note(&mut done, &mut answers.endings);
+                loop {
+                    let mut claimed = || {
+                        tap = slot.lock().expect("not poisoned").tap.clone();
+                        tap.is_some()
+                    };
+                    let run = server_bytes(from_server, &mut answers, &mut done, &mut diversion, &mut claimed)
+                        .map_err(|lost| {
+                            warn!(at = lost.0, "backend relay lost track of the protocol; closing the connection");
+                            io::Error::new(io::ErrorKind::InvalidData, lost.0)
+                        })?;
+                    // Noted before the packets go on: the gateway looks
+                    // once its driver has read them.
+                    if !done.is_empty() || !answers.endings.is_empty() {
+                        slot.lock()
+                            .expect("not poisoned")
+                            .note(&mut done, &mut answers.endings);
+                    }
+                    match run.to {
+                        To::Driver => client_write.write_all(&from_server.buf[..run.out]).await?,
+                        To::Gateway => {
+                            // Rows are never rewritten (`out` = `used`):
+                            // the buffer's front is handed over, not copied.
+                            let rows = from_server.buf.split_to(run.out).freeze();
+                            // A gateway that gave up its claim (its
+                            // statement was dropped) leaves the rest of
+                            // the rows to be dropped here.
+                            if let Some(sender) = &tap
+                                && !rows.is_empty()
+                                && sender.send(Tapped::Rows(rows)).await.is_err()
+                            {
+                                tap = None;
+                            }
+                        }
+                        To::RowsEnded => {
+                            if let Some(sender) = tap.take() {
+                                let _ = sender.send(Tapped::End).await;
+                            }
+                        }
+                    }
+                    let handed_over = if run.to == To::Gateway { run.out } else { 0 };
+                    from_server.buf.advance(run.used - handed_over);
+                    if run.used == 0 && run.to != To::RowsEnded {
+                        break;
+                    }
                 }
-                client_write.write_all(&from_server.buf[..out]).await?;
-                from_server.buf.advance(used);
                 from_server.shrink();
             }
         }
@@ -428,38 +470,131 @@ fn client_bytes<R>(side: &mut Side<R>, answers: &mut Answers) -> usize {
     }
 }
 
+/// Where a run of the server's bytes goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum To {
+    Driver,
+    /// Rows of a result set the gateway claimed ([`RowTap`](super::RowTap)).
+    Gateway,
+    /// The claimed result's rows ended: its ending goes to the driver next.
+    RowsEnded,
+}
+
+/// A run of bytes from the front of a side's buffer: `out` bytes (from
+/// the front) go `to` their destination, `used` (≥ `out`) were consumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Run {
+    to: To,
+    out: usize,
+    used: usize,
+}
+
+/// The rows being diverted to the gateway, if any, and what that changes
+/// in the packets the driver gets.
+#[derive(Debug, Default)]
+struct Diversion {
+    /// The current result set's rows go to the gateway.
+    on: bool,
+    /// The row passing in pieces (`Side::passing`) goes to the gateway.
+    passing_to_gateway: bool,
+    /// Packets of this answer that went to the gateway: the driver's
+    /// later packets are numbered without them, as the protocol's
+    /// sequence ids must follow one another.
+    shift: u8,
+}
+
 /// Follows what the server sent: rows pass as they arrive (a long one in
 /// pieces), other packets are read whole, and column definitions lose
-/// their extended type info in place (each gets shorter). Returns how many
-/// bytes from the front go to the client (`out`) and how many were
-/// consumed (`used` ≥ `out`).
+/// their extended type info in place (each gets shorter). Returns the
+/// run of bytes at the front that go to one destination; a run that
+/// consumed nothing (and is not [`To::RowsEnded`]) needs more bytes.
+/// When a text result's rows begin, `claimed` says whether the gateway
+/// takes them.
 fn server_bytes<R>(
     side: &mut Side<R>,
     answers: &mut Answers,
     done: &mut Vec<Record>,
-) -> Result<(usize, usize), Lost> {
+    diversion: &mut Diversion,
+    claimed: &mut dyn FnMut() -> bool,
+) -> Result<Run, Lost> {
     let buf = &mut side.buf[..];
     let (mut out, mut at) = (0, 0);
+    let mut run_to = None;
     side.wanted = 0;
+    let run = |to: Option<To>, out, used| Run {
+        to: to.unwrap_or(To::Driver),
+        out,
+        used,
+    };
     loop {
         if side.passing > 0 {
+            run_to = Some(if diversion.passing_to_gateway {
+                To::Gateway
+            } else {
+                To::Driver
+            });
             let n = side.passing.min(buf.len() - at);
-            buf.copy_within(at..at + n, out);
+            if out != at {
+                buf.copy_within(at..at + n, out);
+            }
             (out, at) = (out + n, at + n);
             side.passing -= n;
             if side.passing > 0 {
-                return Ok((out, at));
+                return Ok(run(run_to, out, at));
             }
         }
         let Some(header) = buf.get(at..at + 4) else {
-            return Ok((out, at));
+            return Ok(run(run_to, out, at));
         };
         let (len, seq) = (payload_len(header), header[3]);
         let total = 4 + len;
+        let first = match buf.get(at + 4) {
+            Some(&first) if len > 0 => Some(first),
+            // Which packet this is shows in its first byte.
+            None if len > 0 => return Ok(run(run_to, out, at)),
+            _ => None,
+        };
+        if answers.between_answers() {
+            diversion.shift = 0;
+        }
+        let is_row = answers.is_row(len, first);
+        let to = if !diversion.on {
+            To::Driver
+        } else if is_row {
+            To::Gateway
+        } else {
+            To::RowsEnded
+        };
+        if run_to.is_some_and(|run_to| run_to != to) {
+            return Ok(run(run_to, out, at));
+        }
+        if to == To::RowsEnded {
+            diversion.on = false;
+            return Ok(Run {
+                to,
+                out: 0,
+                used: 0,
+            });
+        }
+        run_to = Some(to);
+        // Renumbered once taken (below), never twice.
+        let mut take = |buf: &mut [u8]| {
+            if to == To::Gateway {
+                diversion.shift = diversion.shift.wrapping_add(1);
+                seq
+            } else {
+                buf[at + 3] = seq.wrapping_sub(diversion.shift);
+                buf[at + 3]
+            }
+        };
         if buf.len() - at >= total {
+            let seq = take(buf);
+            let rows_before = answers.in_text_rows();
             match answers.server_packet(&buf[at + 4..at + total], done)? {
                 None => {
-                    buf.copy_within(at..at + total, out);
+                    if out != at {
+                        buf.copy_within(at..at + total, out);
+                    }
                     out += total;
                 }
                 // Shorter than the packet, so written where it was.
@@ -473,18 +608,22 @@ fn server_bytes<R>(
                 Some(_) => return Err(Lost("a column definition that did not get shorter")),
             }
             at += total;
-        } else if buf
-            .get(at + 4)
-            .is_some_and(|&first| answers.is_row(len, first))
-        {
+            if !rows_before && answers.in_text_rows() {
+                // Decided before any row: the whole result's rows go
+                // one way.
+                diversion.on = claimed();
+            }
+        } else if is_row {
+            take(buf);
             answers.server_row(len);
+            diversion.passing_to_gateway = to == To::Gateway;
             side.passing = total;
         } else {
             if total > WHOLE_MAX {
                 return Err(Lost("a packet too long to be anything but a row"));
             }
             side.wanted = total;
-            return Ok((out, at));
+            return Ok(run(run_to, out, at));
         }
     }
 }
@@ -638,28 +777,76 @@ mod tests {
         .concat();
         server.write_all(&bytes).await.unwrap();
         drop(server);
-        let mut passed = 0;
+        let mut took = Took::default();
         while side.fill().await.unwrap() {
-            let (out, used) = server_bytes(&mut side, &mut answers, &mut done).unwrap();
-            passed += out;
-            side.buf.advance(used);
-            side.shrink();
+            took.runs(
+                &mut side,
+                &mut answers,
+                &mut done,
+                &mut Diversion::default(),
+                false,
+            )
+            .unwrap();
         }
         assert_eq!(done.len(), 1, "the definition was read");
-        assert_eq!(passed, bytes.len() - 1, "only the empty info went");
+        assert_eq!(
+            took.driver.len(),
+            bytes.len() - 1,
+            "only the empty info went"
+        );
         assert!(side.peak > 40 * 1024);
         assert_eq!(side.buf.capacity(), READ);
     }
 
+    /// What the relay made of the server's bytes.
+    #[derive(Default)]
+    struct Took {
+        driver: Vec<u8>,
+        gateway: Vec<u8>,
+        /// Where in `driver` each claimed result's rows ended.
+        ends: Vec<usize>,
+    }
+
+    impl Took {
+        /// Every run `server_bytes` gives of what `side` holds, with
+        /// text results' rows `claimed` or not.
+        fn runs<R: AsyncRead + Unpin>(
+            &mut self,
+            side: &mut Side<R>,
+            answers: &mut Answers,
+            done: &mut Vec<Record>,
+            diversion: &mut Diversion,
+            claimed: bool,
+        ) -> Result<(), Lost> {
+            loop {
+                let run = server_bytes(side, answers, done, diversion, &mut || claimed)?;
+                let bytes = &side.buf[..run.out];
+                match run.to {
+                    To::Driver => self.driver.extend_from_slice(bytes),
+                    To::Gateway => self.gateway.extend_from_slice(bytes),
+                    To::RowsEnded => self.ends.push(self.driver.len()),
+                }
+                side.buf.advance(run.used);
+                if run.used == 0 && run.to != To::RowsEnded {
+                    side.shrink();
+                    return Ok(());
+                }
+            }
+        }
+    }
+
     /// `bytes` from the server through `server_bytes` in pieces of the
-    /// given sizes: what went to the client (`Err`: the relay lost track).
+    /// given sizes, text results' rows `claimed` or not (`Err`: the relay
+    /// lost track).
     fn in_pieces(
         bytes: &[u8],
         sizes: impl Iterator<Item = usize>,
         answers: &mut Answers,
-    ) -> Result<Vec<u8>, Lost> {
+        claimed: bool,
+    ) -> Result<Took, Lost> {
         let mut side = Side::new(tokio::io::empty());
-        let (mut passed, mut done, mut rest) = (Vec::new(), Vec::new(), bytes);
+        let (mut took, mut done, mut rest) = (Took::default(), Vec::new(), bytes);
+        let mut diversion = Diversion::default();
         for size in sizes {
             if rest.is_empty() {
                 break;
@@ -667,12 +854,9 @@ mod tests {
             let (piece, after) = rest.split_at(size.clamp(1, rest.len()));
             rest = after;
             side.buf.extend_from_slice(piece);
-            let (out, used) = server_bytes(&mut side, answers, &mut done)?;
-            passed.extend_from_slice(&side.buf[..out]);
-            side.buf.advance(used);
-            side.shrink();
+            took.runs(&mut side, answers, &mut done, &mut diversion, claimed)?;
         }
-        Ok(passed)
+        Ok(took)
     }
 
     /// However the server's bytes arrive, what goes on is what whole
@@ -700,15 +884,17 @@ mod tests {
         let start = |answers: &mut Answers| answers.client_head(0, 9, Some(0x03));
         let mut whole = Answers::new(framing);
         start(&mut whole);
-        let expected = in_pieces(&bytes, std::iter::once(bytes.len()), &mut whole).unwrap();
+        let expected = in_pieces(&bytes, std::iter::once(bytes.len()), &mut whole, false)
+            .unwrap()
+            .driver;
         assert!(expected.len() < bytes.len(), "the info was cut out");
         for _ in 0..200 {
             let mut answers = Answers::new(framing);
             start(&mut answers);
             let most = [7, 300, 20_000][rng.random_range(0..3)];
             let sizes = std::iter::repeat_with(|| rng.random_range(1..=most));
-            let got = in_pieces(&bytes, sizes, &mut answers).unwrap();
-            assert!(got == expected, "pieces of at most {most}");
+            let got = in_pieces(&bytes, sizes, &mut answers, false).unwrap();
+            assert!(got.driver == expected, "pieces of at most {most}");
         }
         // Garbage in any pieces: an error or bytes, never a panic.
         for _ in 0..200 {
@@ -717,8 +903,239 @@ mod tests {
                 .collect();
             let mut answers = Answers::new(framing);
             start(&mut answers);
+            let claimed = rng.random();
             let sizes = std::iter::repeat_with(|| rng.random_range(1..=64));
-            let _ = in_pieces(&noise, sizes, &mut answers);
+            let _ = in_pieces(&noise, sizes, &mut answers, claimed);
         }
+    }
+
+    /// A command's answer as the server sends it, and as the driver and
+    /// the gateway should get it when its text results' rows are claimed.
+    #[derive(Default)]
+    struct Script {
+        server: Vec<u8>,
+        driver: Vec<u8>,
+        gateway: Vec<u8>,
+        ends: Vec<usize>,
+        seq: u8,
+        driver_seq: u8,
+    }
+
+    impl Script {
+        fn command(&mut self) {
+            (self.seq, self.driver_seq) = (0, 0);
+        }
+        fn for_driver(&mut self, payload: &[u8]) {
+            self.seq += 1;
+            self.driver_seq += 1;
+            self.server.extend(packet(self.seq, payload));
+            self.driver.extend(packet(self.driver_seq, payload));
+        }
+        fn definition(&mut self) {
+            self.seq += 1;
+            self.driver_seq += 1;
+            let info = definition(Some(b"\x01\x04json"));
+            self.server.extend(packet(self.seq, &info));
+            self.driver
+                .extend(packet(self.driver_seq, &definition(None)));
+        }
+        /// A row's payload, in as many packets as it takes.
+        fn row(&mut self, payload: &[u8]) {
+            let mut rest = payload;
+            loop {
+                let n = rest.len().min(MAX_PAYLOAD);
+                self.seq = self.seq.wrapping_add(1);
+                let p = packet(self.seq, &rest[..n]);
+                self.server.extend_from_slice(&p);
+                self.gateway.extend(p);
+                rest = &rest[n..];
+                if n < MAX_PAYLOAD {
+                    return;
+                }
+            }
+        }
+        fn ending(&mut self, payload: &[u8]) {
+            self.ends.push(self.driver.len());
+            self.for_driver(payload);
+        }
+    }
+
+    /// Three result sets of one statement (two rows, none, and rows that
+    /// an ERR ends), then the next command's OK, in either framing.
+    fn claimed_answer(deprecate_eof: bool, long: usize) -> Script {
+        let mut s = Script::default();
+        let ending = |status: u16| {
+            let [lo, hi] = status.to_le_bytes();
+            if deprecate_eof {
+                vec![0xfe, 0, 0, lo, hi, 1, 0]
+            } else {
+                vec![0xfe, 1, 0, lo, hi]
+            }
+        };
+        let eof = |s: &mut Script| {
+            if !deprecate_eof {
+                s.for_driver(&[0xfe, 0, 0, 2, 0]);
+            }
+        };
+        s.command();
+        s.for_driver(&[1]);
+        s.definition();
+        eof(&mut s);
+        s.row(b"\x03abc");
+        s.row(b"\x00");
+        s.ending(&ending(0x0a));
+        s.for_driver(&[1]);
+        s.definition();
+        eof(&mut s);
+        s.ending(&ending(0x0a));
+        s.for_driver(&[1]);
+        s.definition();
+        eof(&mut s);
+        // A cell of `long` bytes, its length as the server writes it.
+        let mut row = match long {
+            ..0x1_0000 => [&[0xfc][..], &(long as u64).to_le_bytes()[..2]].concat(),
+            0x1_0000..0x100_0000 => [&[0xfd][..], &(long as u64).to_le_bytes()[..3]].concat(),
+            _ => [&[0xfe][..], &(long as u64).to_le_bytes()].concat(),
+        };
+        row.resize(row.len() + long, b'v');
+        s.row(&row);
+        s.row(b"\xfb");
+        s.ending(b"\xff\x25\x05#70100Query execution was interrupted");
+        s.command();
+        s.for_driver(&[0, 0, 0, 2, 0, 0, 0]);
+        s
+    }
+
+    /// Claimed rows go to the gateway as the server sent them, and the
+    /// driver gets everything else, numbered without them, however the
+    /// bytes arrive; the next command's answer is numbered as sent.
+    #[test]
+    fn claimed_rows_go_to_the_gateway_and_the_rest_to_the_driver() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(15);
+        let start = |deprecate_eof: bool| {
+            let mut answers = Answers::new(wire::Framing {
+                deprecate_eof,
+                cache_metadata: false,
+            });
+            answers.client_head(0, 9, Some(0x03));
+            answers.client_head(0, 1, Some(0x0e));
+            answers
+        };
+        // The login's OK first, as in every connection.
+        let login = packet(2, &[0, 0, 0, 2, 0, 0, 0]);
+        for round in 0..100 {
+            let deprecate_eof = round % 2 == 0;
+            let script = claimed_answer(deprecate_eof, rng.random_range(0..60_000));
+            let bytes = [&login[..], &script.server].concat();
+            let most = [5, 300, 20_000, 1 << 20][round % 4];
+            let sizes = std::iter::repeat_with(|| rng.random_range(1..=most));
+            let took = in_pieces(&bytes, sizes, &mut start(deprecate_eof), true).unwrap();
+            assert!(took.driver[..login.len()] == login[..]);
+            assert!(
+                took.driver[login.len()..] == script.driver[..],
+                "round {round}"
+            );
+            assert!(took.gateway == script.gateway, "round {round}");
+            let ends: Vec<usize> = script.ends.iter().map(|e| e + login.len()).collect();
+            assert_eq!(took.ends, ends, "round {round}");
+        }
+        // A row over 16 MiB: its packets all go to the gateway.
+        let script = claimed_answer(true, 2 * MAX_PAYLOAD);
+        let bytes = [&login[..], &script.server].concat();
+        let took = in_pieces(&bytes, std::iter::repeat(100_000), &mut start(true), true).unwrap();
+        assert!(took.driver[login.len()..] == script.driver[..]);
+        assert!(took.gateway == script.gateway);
+        // Unclaimed: the driver gets it all, as before.
+        let took = in_pieces(&bytes, std::iter::repeat(70_000), &mut start(true), false).unwrap();
+        assert!(took.gateway.is_empty() && took.ends.is_empty());
+        assert_eq!(took.driver.len(), bytes.len() - 3 * 7);
+    }
+
+    /// Through the relay's sockets: with the gateway's claim, the driver
+    /// reads the answer without its rows and the gateway's tap gets them,
+    /// each result's then an end, while the relay holds back the backend
+    /// until each side has taken its part.
+    #[tokio::test]
+    async fn a_claimed_answer_crosses_in_two_parts() {
+        use super::super::tap::RowTap;
+        let (driver, relay_client) = duplex(64 * 1024);
+        let (server, relay_server) = duplex(64 * 1024);
+        let (client_read, mut client_write) = tokio::io::split(relay_client);
+        let (server_read, mut server_write) = tokio::io::split(relay_server);
+        let (mut from_client, mut from_server) = (Side::new(client_read), Side::new(server_read));
+        let slot = Slot::default();
+        let mut tap = RowTap::claim(&slot);
+        let framing = wire::Framing {
+            deprecate_eof: true,
+            cache_metadata: false,
+        };
+        let script = claimed_answer(true, 300_000);
+        let script_run = async {
+            let (mut driver_read, mut driver_write) = tokio::io::split(driver);
+            let (mut server_read, mut server_write) = tokio::io::split(server);
+            let login_ok = packet(2, &[0, 0, 0, 2, 0, 0, 0]);
+            server_write.write_all(&login_ok).await.unwrap();
+            let mut got = vec![0; login_ok.len()];
+            driver_read.read_exact(&mut got).await.unwrap();
+            // The statement, and the next command (COM_PING).
+            for command in [packet(0, b"\x03SELECT"), packet(0, b"\x0e")] {
+                driver_write.write_all(&command).await.unwrap();
+                let mut arrived = vec![0; command.len()];
+                server_read.read_exact(&mut arrived).await.unwrap();
+            }
+            let driver_reads = async {
+                let mut received = vec![0; script.driver.len()];
+                driver_read.read_exact(&mut received).await.unwrap();
+                received
+            };
+            let gateway_reads = async {
+                let (mut rows, mut ends) = (Vec::new(), 0);
+                while ends < script.ends.len() {
+                    match tap.recv().await.expect("the relay is there") {
+                        Tapped::Rows(chunk) => rows.extend_from_slice(&chunk),
+                        Tapped::End => ends += 1,
+                    }
+                }
+                rows
+            };
+            let (_, received, rows) = tokio::join!(
+                server_write.write_all(&script.server),
+                driver_reads,
+                gateway_reads
+            );
+            let first = received
+                .iter()
+                .zip(&script.driver)
+                .position(|(a, b)| a != b);
+            assert!(
+                received == script.driver,
+                "the driver's part differs at {first:?}: {:?} vs {:?}",
+                &received[first.unwrap_or(0).saturating_sub(8)..][..40.min(received.len())],
+                &script.driver[first.unwrap_or(0).saturating_sub(8)..][..40.min(received.len())]
+            );
+            assert!(rows == script.gateway, "the gateway's part");
+            drop((driver_read, driver_write));
+            // The connection ends: so does the tap.
+            assert!(tap.recv().await.is_none());
+        };
+        let (ended, ()) = tokio::join!(
+            async {
+                let ended = follow(
+                    framing,
+                    &slot,
+                    &mut from_client,
+                    &mut from_server,
+                    &mut client_write,
+                    &mut server_write,
+                )
+                .await;
+                // As `relay` does once `follow` returns.
+                slot.lock().unwrap().tap = None;
+                ended
+            },
+            script_run
+        );
+        ended.unwrap();
     }
 }
