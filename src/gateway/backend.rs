@@ -591,7 +591,15 @@ pub async fn prepare(
     // No extended type info to pair (`JsonLookup`): MariaDB describes a
     // parameter before it is bound, as type NULL, whose extended
     // metadata is empty (the relay keeps none for parameters).
-    let params = stmt.params().iter().map(field).collect();
+    // Parameters all described as unbound go as none, which the sidecar
+    // writes the same way: a statement of 65,535 placeholders would
+    // otherwise carry 65,535 identical definitions (megabytes, decoded
+    // by the sidecar on every prepare).
+    let params = if stmt.params().iter().all(is_unbound_parameter) {
+        Vec::new()
+    } else {
+        stmt.params().iter().map(field).collect()
+    };
     let params_count = u32::from(stmt.num_params());
     conn.close(stmt).await?;
     Ok(Prepared {
@@ -599,6 +607,23 @@ pub async fn prepare(
         params,
         params_count,
     })
+}
+
+/// How MariaDB describes a parameter that nothing names (not a select
+/// item with an alias): `?`, type NULL, binary, and nothing else — what
+/// the sidecar writes for a parameter it has no definition of.
+fn is_unbound_parameter(param: &mysql_async::Column) -> bool {
+    use mysql_common::constants::{ColumnFlags, ColumnType};
+    param.name_ref() == b"?"
+        && param.column_type() == ColumnType::MYSQL_TYPE_NULL
+        && param.character_set() == 63
+        && param.flags() == ColumnFlags::BINARY_FLAG
+        && param.column_length() == 0
+        && param.decimals() == 0
+        && param.table_ref().is_empty()
+        && param.org_table_ref().is_empty()
+        && param.schema_ref().is_empty()
+        && param.org_name_ref().is_empty()
 }
 
 /// Stops the statement running on connection `id` (`KILL QUERY`), from
