@@ -67,6 +67,19 @@ mod tests {
     };
     use mysql_common::Value;
 
+    /// What a client sees of a prepared `CALL` of `routine` answered with
+    /// `messages`.
+    fn prepared_call(routine: &[u8], messages: &[pb::QueryResult]) -> Vec<Seen> {
+        let mut out = Packets::reply_to(0);
+        let mut writer =
+            ResultWriter::new(modern(), RowFormat::Binary, MID).in_call_of(Some(routine.to_vec()));
+        for m in messages {
+            writer.message(m, &mut out).unwrap();
+        }
+        writer.finish(None, FINAL, 3, &mut out);
+        client(&mut out, modern(), RowFormat::Binary)
+    }
+
     /// A prepared CALL's set whose columns are the routine's parameters is
     /// flagged SERVER_PS_OUT_PARAMS when it is the last (the final OK
     /// follows) and one row; otherwise it is the procedure's own.
@@ -79,29 +92,21 @@ mod tests {
             org_name: bytes::Bytes::copy_from_slice(name.as_bytes()),
             ..field(name, 3, 0)
         };
-        let call = |messages: &[pb::QueryResult]| {
-            let mut out = Packets::reply_to(0);
-            let mut writer =
-                ResultWriter::new(modern(), RowFormat::Binary, MID).in_call_of(Some(b"P".to_vec()));
-            for m in messages {
-                writer.message(m, &mut out).unwrap();
-            }
-            writer.finish(None, FINAL, 3, &mut out);
-            client(&mut out, modern(), RowFormat::Binary)
-        };
+        let call = |messages: &[pb::QueryResult]| prepared_call(b"P", messages);
         let flagged = more() | StatusFlags::SERVER_PS_OUT_PARAMS;
         let x = || Seen::Columns(vec!["x".into()]);
         let final_ok = || Seen::Ok(0, 0, FINAL, 3, String::new());
         let one = || fields_msg(vec![param("x")], vec![row(&[Some("6")])]);
-        assert_eq!(
-            call(&[one(), end_msg(), ok_msg(0, 0, "")]),
+        // The one-row set, flagged as OUT parameters, then the final OK.
+        let out_params = || {
             vec![
                 x(),
                 Seen::Row(vec![Value::Int(6)]),
                 Seen::End(flagged, 0),
-                final_ok()
+                final_ok(),
             ]
-        );
+        };
+        assert_eq!(call(&[one(), end_msg(), ok_msg(0, 0, "")]), out_params());
         // Rows in their own messages, as a long result streams.
         assert_eq!(
             call(&[
@@ -110,12 +115,7 @@ mod tests {
                 end_msg(),
                 ok_msg(0, 0, "")
             ]),
-            vec![
-                x(),
-                Seen::Row(vec![Value::Int(6)]),
-                Seen::End(flagged, 0),
-                final_ok()
-            ]
+            out_params()
         );
         // Another set follows: the procedure's own.
         assert_eq!(
@@ -154,16 +154,7 @@ mod tests {
     /// not, and one that does not look like them is.
     #[test]
     fn out_parameters_are_the_set_the_server_flagged() {
-        let call = |messages: &[pb::QueryResult]| {
-            let mut out = Packets::reply_to(0);
-            let mut writer =
-                ResultWriter::new(modern(), RowFormat::Binary, MID).in_call_of(Some(b"p".to_vec()));
-            for m in messages {
-                writer.message(m, &mut out).unwrap();
-            }
-            writer.finish(None, FINAL, 3, &mut out);
-            client(&mut out, modern(), RowFormat::Binary)
-        };
+        let call = |messages: &[pb::QueryResult]| prepared_call(b"p", messages);
         let look_alike = pb::Field {
             database: "app".into(),
             table: "p".into(),
