@@ -10,10 +10,10 @@ mod common;
 
 use mysql_async::prelude::*;
 
+use common::Stack;
 use common::raw_packets::{DEPRECATE_EOF, RawClient};
 use common::sidecar::Chain;
 use common::wire::shown;
-use common::{LOCAL_PASSWORD, LOCAL_USER, Stack};
 
 /// MARIADB_CLIENT_EXTENDED_METADATA, among MariaDB's capabilities.
 const MARIADB_EXTENDED_METADATA: u32 = 0x8;
@@ -33,33 +33,6 @@ const QUERIES: &[&str] = &[
     "SELECT ip, u, pt, CAST('::2' AS INET6) AS ip2 FROM xm ORDER BY id",
     "SELECT j FROM xm WHERE id = 1; SELECT lt, JSON_COMPACT(tj) FROM xm WHERE id = 1",
 ];
-
-/// Raw clients straight to MariaDB and through the sidecar.
-async fn clients(chain: &Chain, caps: u32, mariadb: u32) -> (RawClient, RawClient) {
-    let unix = tokio::net::UnixStream::connect(&chain.stack.db.socket)
-        .await
-        .unwrap();
-    let direct = RawClient::login_mariadb(
-        Box::new(unix),
-        ("app", "app-backend-pw"),
-        "app",
-        caps,
-        mariadb,
-    )
-    .await;
-    let tcp = tokio::net::TcpStream::connect(chain.sidecar.addr())
-        .await
-        .unwrap();
-    let via = RawClient::login_mariadb(
-        Box::new(tcp),
-        (LOCAL_USER, LOCAL_PASSWORD),
-        "app",
-        caps,
-        mariadb,
-    )
-    .await;
-    (direct, via)
-}
 
 /// Every packet of every answer, readable.
 async fn answers(client: &mut RawClient, deprecate_eof: bool) -> Vec<String> {
@@ -121,7 +94,7 @@ async fn extended_metadata_is_the_servers_byte_for_byte() {
         (multi, 0),
         (multi | DEPRECATE_EOF, 0),
     ] {
-        let (mut direct, mut via) = clients(&chain, caps, mariadb).await;
+        let (mut direct, mut via) = chain.raw_clients_mariadb(caps, mariadb).await;
         let deprecate_eof = caps & DEPRECATE_EOF != 0;
         let want = answers(&mut direct, deprecate_eof).await;
         let got = answers(&mut via, deprecate_eof).await;

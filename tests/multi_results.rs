@@ -12,12 +12,9 @@
 
 mod common;
 
-use mysql_async::prelude::*;
-
 use common::raw_packets::{DEPRECATE_EOF, RawClient};
 use common::sidecar::Chain;
 use common::wire::shown;
-use common::{LOCAL_PASSWORD, LOCAL_USER};
 
 const MULTI_STATEMENTS: u32 = 0x1_0000;
 
@@ -73,23 +70,10 @@ async fn answers(client: &mut RawClient, deprecate_eof: bool) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn more_results_flags_are_the_servers() {
     let chain = Chain::start().await;
-    let mut direct = chain.direct().await;
-    for sql in SETUP {
-        direct.query_drop(*sql).await.unwrap();
-    }
-    direct.disconnect().await.unwrap();
+    chain.setup(SETUP).await;
     let mut differences = Vec::new();
     for caps in [MULTI_STATEMENTS, MULTI_STATEMENTS | DEPRECATE_EOF] {
-        let unix = tokio::net::UnixStream::connect(&chain.stack.db.socket)
-            .await
-            .unwrap();
-        let mut direct =
-            RawClient::login(Box::new(unix), "app", "app-backend-pw", "app", caps).await;
-        let tcp = tokio::net::TcpStream::connect(chain.sidecar.addr())
-            .await
-            .unwrap();
-        let mut via =
-            RawClient::login(Box::new(tcp), LOCAL_USER, LOCAL_PASSWORD, "app", caps).await;
+        let (mut direct, mut via) = chain.raw_clients(caps).await;
         let deprecate_eof = caps & DEPRECATE_EOF != 0;
         let want = answers(&mut direct, deprecate_eof).await;
         let got = answers(&mut via, deprecate_eof).await;

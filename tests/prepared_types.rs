@@ -17,30 +17,13 @@ use common::raw_packets::{self, DEPRECATE_EOF, PS_OUT_PARAMS, Param, RawClient};
 use common::results::binary_results;
 use common::sidecar::Chain;
 use common::wire::shown;
-use common::{LOCAL_PASSWORD, LOCAL_USER};
 
 /// MARIADB_CLIENT_EXTENDED_METADATA, among MariaDB's capabilities.
 const MARIADB_EXTENDED_METADATA: u32 = 0x8;
 
 /// Raw clients straight to MariaDB and through the sidecar.
 async fn clients(chain: &Chain, extra_caps: u32) -> (RawClient, RawClient) {
-    mariadb_clients(chain, extra_caps, 0).await
-}
-
-/// As [`clients`], asking for MariaDB's capabilities `mariadb` too.
-async fn mariadb_clients(chain: &Chain, extra_caps: u32, mariadb: u32) -> (RawClient, RawClient) {
-    let unix = tokio::net::UnixStream::connect(&chain.stack.db.socket)
-        .await
-        .unwrap();
-    let backend = ("app", "app-backend-pw");
-    let direct =
-        RawClient::login_mariadb(Box::new(unix), backend, "app", extra_caps, mariadb).await;
-    let tcp = tokio::net::TcpStream::connect(chain.sidecar.addr())
-        .await
-        .unwrap();
-    let local = (LOCAL_USER, LOCAL_PASSWORD);
-    let via = RawClient::login_mariadb(Box::new(tcp), local, "app", extra_caps, mariadb).await;
-    (direct, via)
+    chain.raw_clients(extra_caps).await
 }
 
 /// Prepares `sql`, executes it with each parameter list, and returns
@@ -214,7 +197,7 @@ async fn parameter_definitions_of_a_prepare_are_the_servers() {
         (0, MARIADB_EXTENDED_METADATA),
         (DEPRECATE_EOF, MARIADB_EXTENDED_METADATA),
     ] {
-        let (mut direct, mut via) = mariadb_clients(&chain, caps, mariadb).await;
+        let (mut direct, mut via) = chain.raw_clients_mariadb(caps, mariadb).await;
         for (set_names, statements) in by_charset {
             direct.query(set_names).await;
             via.query(set_names).await;

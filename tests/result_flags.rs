@@ -13,12 +13,10 @@
 
 mod common;
 
-use mysql_async::prelude::*;
-
+use common::Stack;
 use common::raw_packets::{self, DEPRECATE_EOF, Param, RawClient};
 use common::sidecar::Chain;
 use common::wire::shown;
-use common::{LOCAL_PASSWORD, LOCAL_USER, Stack};
 
 const MULTI_STATEMENTS: u32 = 0x1_0000;
 
@@ -121,24 +119,11 @@ fn masked(mut packets: Vec<Vec<u8>>) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_results_ending_status_and_warnings_are_the_servers() {
     let chain = Chain::start().await;
-    let mut direct = chain.direct().await;
-    for sql in SETUP {
-        direct.query_drop(*sql).await.unwrap();
-    }
-    direct.disconnect().await.unwrap();
+    chain.setup(SETUP).await;
     let mut differences = Vec::new();
     let mut flags_seen = 0u16;
     for caps in [MULTI_STATEMENTS, MULTI_STATEMENTS | DEPRECATE_EOF] {
-        let unix = tokio::net::UnixStream::connect(&chain.stack.db.socket)
-            .await
-            .unwrap();
-        let mut direct =
-            RawClient::login(Box::new(unix), "app", "app-backend-pw", "app", caps).await;
-        let tcp = tokio::net::TcpStream::connect(chain.sidecar.addr())
-            .await
-            .unwrap();
-        let mut via =
-            RawClient::login(Box::new(tcp), LOCAL_USER, LOCAL_PASSWORD, "app", caps).await;
+        let (mut direct, mut via) = chain.raw_clients(caps).await;
         let want = answers(&mut direct).await;
         let got = answers(&mut via).await;
         flags_seen |= want.iter().map(|p| end_status(p)).fold(0, |a, b| a | b);
@@ -203,11 +188,7 @@ fn all_index_flags_masked(mut packets: Vec<Vec<u8>>) -> Vec<String> {
 async fn without_the_relay_warnings_and_out_parameters_are_still_the_servers() {
     let stack = Stack::start_with(|c| c.backend.relay_extended_metadata = false).await;
     let chain = Chain::start_on(stack).await;
-    let mut direct = chain.direct().await;
-    for sql in SETUP {
-        direct.query_drop(*sql).await.unwrap();
-    }
-    direct.disconnect().await.unwrap();
+    chain.setup(SETUP).await;
     // The driver does not show the warning count of a set an error
     // follows (a known limit without the relay).
     let queries: Vec<_> = QUERIES
@@ -221,16 +202,7 @@ async fn without_the_relay_warnings_and_out_parameters_are_still_the_servers() {
         .filter(|(sql, _)| !sql.contains("rf_like"))
         .collect();
     for caps in [MULTI_STATEMENTS, MULTI_STATEMENTS | DEPRECATE_EOF] {
-        let unix = tokio::net::UnixStream::connect(&chain.stack.db.socket)
-            .await
-            .unwrap();
-        let mut direct =
-            RawClient::login(Box::new(unix), "app", "app-backend-pw", "app", caps).await;
-        let tcp = tokio::net::TcpStream::connect(chain.sidecar.addr())
-            .await
-            .unwrap();
-        let mut via =
-            RawClient::login(Box::new(tcp), LOCAL_USER, LOCAL_PASSWORD, "app", caps).await;
+        let (mut direct, mut via) = chain.raw_clients(caps).await;
         let want = answers_to(&mut direct, &queries, &prepared, all_index_flags_masked).await;
         let got = answers_to(&mut via, &queries, &prepared, all_index_flags_masked).await;
         assert_eq!(got, want, "caps {caps:#x}");

@@ -5,12 +5,14 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use mysql_async::prelude::*;
 use mysql_async::{Conn, OptsBuilder};
 use tokio::net::TcpStream;
 
 use myquic::config::LocalUser;
 use myquic::sidecar::{Sidecar, SidecarConfig};
 
+use super::raw_packets::RawClient;
 use super::{LOCAL_PASSWORD, LOCAL_USER, PASSWORD, Stack, USER, secret};
 
 /// MariaDB + gateway + sidecar.
@@ -116,9 +118,41 @@ impl Chain {
         Conn::new(opts).await.expect("connects to MariaDB")
     }
 
+    /// Runs `statements` straight on MariaDB (see [`Self::direct`]):
+    /// what a test sets up before it compares the two ways.
+    pub async fn setup(&self, statements: &[&str]) {
+        let mut direct = self.direct().await;
+        for sql in statements {
+            direct.query_drop(*sql).await.unwrap();
+        }
+        direct.disconnect().await.unwrap();
+    }
+
     /// A raw TCP connection to the sidecar.
     pub async fn raw(&self) -> TcpStream {
         TcpStream::connect(self.sidecar.addr()).await.unwrap()
+    }
+
+    /// Two raw clients logged in alike, into `app` with `caps` besides
+    /// their own: one straight to MariaDB, as the backend account the
+    /// gateway uses, and one through the sidecar as [`LOCAL_USER`] — to
+    /// compare what each is answered, byte for byte.
+    pub async fn raw_clients(&self, caps: u32) -> (RawClient, RawClient) {
+        self.raw_clients_mariadb(caps, 0).await
+    }
+
+    /// As [`Self::raw_clients`], asking for MariaDB's capabilities
+    /// `mariadb` too.
+    pub async fn raw_clients_mariadb(&self, caps: u32, mariadb: u32) -> (RawClient, RawClient) {
+        let unix = tokio::net::UnixStream::connect(&self.stack.db.socket)
+            .await
+            .unwrap();
+        let backend = ("app", "app-backend-pw");
+        let direct = RawClient::login_mariadb(Box::new(unix), backend, "app", caps, mariadb).await;
+        let local = (LOCAL_USER, LOCAL_PASSWORD);
+        let via =
+            RawClient::login_mariadb(Box::new(self.raw().await), local, "app", caps, mariadb).await;
+        (direct, via)
     }
 }
 
