@@ -64,12 +64,29 @@ async fn same_packets(
     reset: &[&str],
     statements: &[(&str, Vec<Vec<Param>>)],
 ) -> Vec<String> {
+    same_packets_in(chain, &[], reset, statements).await
+}
+
+/// [`same_packets`] in a session that `session` (text statements, such
+/// as `SET NAMES`) sets up on each client first.
+async fn same_packets_in(
+    chain: &Chain,
+    session: &[&str],
+    reset: &[&str],
+    statements: &[(&str, Vec<Vec<Param>>)],
+) -> Vec<String> {
     let mut directly = Vec::new();
     let mut differences = Vec::new();
     for caps in [0, DEPRECATE_EOF] {
         // All of one, then all of the other: statements that write
         // start by clearing what they write, so each side starts alike.
         let (mut direct, mut via) = clients(chain, caps).await;
+        for sql in session {
+            for client in [&mut direct, &mut via] {
+                let answer = client.query(sql).await;
+                assert_eq!(answer[0][0], 0, "`{sql}`: {answer:?}");
+            }
+        }
         let mut wanted = Vec::new();
         setup(chain, reset).await;
         for (sql, executions) in statements {
@@ -80,7 +97,7 @@ async fn same_packets(
             let got = run(&mut via, sql, executions).await;
             if got != want {
                 differences.push(format!(
-                    "`{sql}` (caps {caps:#x}) through the sidecar:\n{got:#?}\ndirectly:\n{want:#?}"
+                    "`{sql}` ({session:?}, caps {caps:#x}) through the sidecar:\n{got:#?}\ndirectly:\n{want:#?}"
                 ));
             }
             directly.extend(want);
@@ -474,6 +491,78 @@ async fn temporal_parameters_of_every_kind_are_the_servers() {
         vec![vec![Param::long(0)]],
     ));
     same_packets(&chain, &["DELETE FROM temporal"], &statements).await;
+}
+
+/// A string parameter that is not a valid string of the connection's
+/// character set (a lone gbk lead byte, `0x81 0x20`, `0xFF`) is stored as
+/// sent, as MariaDB stores any binary-protocol string parameter: bytes as
+/// they are in a VARBINARY column; in a column of the character set, 1366
+/// under a strict `sql_mode`, else `?` and a warning; echoed as its bytes.
+/// Through the sidecar it was an introducer literal (`_gbk X'8120'`),
+/// refused with 1300 "Invalid gbk character string". Valid strings, which
+/// stay literals, are stored alongside; in gbk, big5, sjis (with its
+/// single-byte katakana), euckr and utf8mb4, strict or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_strings_of_the_connection_charset_are_stored_as_sent() {
+    let chain = Chain::start().await;
+    let charsets = ["gbk", "big5", "sjis", "euckr", "utf8mb4"];
+    let mut tables = Vec::new();
+    for cs in charsets {
+        tables.push(format!(
+            "CREATE TABLE s_{cs} (id INT PRIMARY KEY, v VARCHAR(10) CHARACTER SET {cs}, b VARBINARY(10))"
+        ));
+    }
+    setup(
+        &chain,
+        &tables.iter().map(String::as_str).collect::<Vec<_>>(),
+    )
+    .await;
+    // Invalid in every character set here; then strings valid in some
+    // (中 in gbk, a big5 pair, sjis katakana, a euckr pair, é in UTF-8)
+    // and invalid in others: each is stored as directly either way.
+    let invalid: &[&[u8]] = &[b"\x81\x20", b"\x81", b"a\xff", b"\x80", b"\xc3"];
+    let others: &[&[u8]] = &[
+        b"\xd6\xd0",
+        b"\xa4\x40",
+        b"\xb1",
+        b"\xb0\xa1",
+        b"\xc3\xa9",
+        b"plain",
+    ];
+    for cs in charsets {
+        for mode in ["STRICT_TRANS_TABLES", ""] {
+            let set_names = format!("SET NAMES {cs}");
+            let set_mode = format!("SET sql_mode = '{mode}'");
+            let insert = format!("INSERT INTO s_{cs} VALUES (?, ?, ?)");
+            let read = format!("SELECT id, HEX(v), HEX(b) FROM s_{cs} WHERE id >= ? ORDER BY id");
+            let rows = |values: &[&[u8]], first: i32| {
+                values
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| {
+                        vec![
+                            Param::long(first + i as i32),
+                            Param::string(v),
+                            Param::string(v),
+                        ]
+                    })
+                    .collect::<Vec<_>>()
+            };
+            let echo = invalid
+                .iter()
+                .map(|v| vec![Param::string(v), Param::string(v), Param::long(1)])
+                .collect();
+            let statements = [
+                (insert.as_str(), rows(invalid, 0)),
+                ("SHOW WARNINGS", vec![vec![]]),
+                (insert.as_str(), rows(others, 10)),
+                (read.as_str(), vec![vec![Param::long(0)]]),
+                ("SELECT HEX(?) AS h, ? = 1 AS eq, ? AS n", echo),
+            ];
+            let reset = format!("DELETE FROM s_{cs}");
+            same_packets_in(&chain, &[&set_names, &set_mode], &[&reset], &statements).await;
+        }
+    }
 }
 
 /// What running a COM_STMT_EXECUTE as a prepared statement at the backend
