@@ -10,6 +10,10 @@
 //!   the values the client bound, typed as a server types them (`SELECT
 //!   ?` of a FLOAT is a FLOAT; zero dates, fractions, negative and long
 //!   times), not as literals;
+//! - a string parameter that is not surely a valid string of the
+//!   connection's character set reaches the server as the bytes the
+//!   client sent, which it takes as directly (an introducer literal of
+//!   them would be refused with 1300);
 //! - rows come in the binary protocol and are written as text that reads
 //!   back as exactly the same values: a FLOAT as the shortest text of its
 //!   4-byte value, where MariaDB's text protocol prints about 6 digits.
@@ -32,14 +36,17 @@ use crate::mysql::temporal::{DateTime, Time};
 use crate::translate::bind::{self, BindError};
 use crate::translate::sql_text::Dialect;
 use crate::translate::statement::leading_keyword;
+use crate::translate::well_formed::Strings;
 
 use super::backend::{
     BackendError, JsonLookup, Outcome, ResultSink, feed_results, with_connection_warnings,
 };
+use super::error_text::with_server_bytes;
 
 /// The text to prepare at the backend and the values of its remaining
 /// `?`s: every argument of a `CALL` (any may be OUT), and temporal values
-/// of other statements; the rest are literals.
+/// and strings not surely valid in `charset` of other statements; the
+/// rest are literals.
 pub fn statement<'a>(
     sql: &'a [u8],
     vars: &HashMap<String, BindVariable>,
@@ -47,12 +54,18 @@ pub fn statement<'a>(
     charset: &str,
 ) -> Result<(Cow<'a, [u8]>, Vec<Value>), BindError> {
     let is_call = leading_keyword(sql).is_some_and(|k| k.eq_ignore_ascii_case(b"CALL"));
+    let strings = Strings::from_name(charset);
     let keep = |var: &BindVariable| match Type::try_from(var.r#type) {
         Ok(Type::Tuple) | Err(_) => false,
         // A zero DATE goes as a DATETIME: stored as the DATE would be,
         // where a string is refused. Others are literals: `DATE'…'`, or an
         // invalid date's string, refused in the same words as directly.
         Ok(Type::Date) => is_call || DateTime::is_zero_in_date(&var.value),
+        // mysql_async sends it as a VAR_STRING in the connection's
+        // character set, as the client did: its bytes as sent, where an
+        // introducer literal of bytes that are not a string of the
+        // character set is refused (1300).
+        Ok(Type::Varchar) => is_call || !strings.surely_valid(&var.value),
         Ok(ty) => is_call || same_type_as_parameter(ty),
     };
     let (sql, kept) = bind::substitute_keeping(sql, vars, dialect, charset, keep)?;
@@ -127,12 +140,28 @@ pub async fn run<S: ResultSink>(
     params: Vec<Value>,
     sink: &mut S,
 ) -> Result<Outcome, BackendError> {
-    let statement = conn.prep(sql).await?;
-    let outcome = execute(conn, json, &statement, params, sink).await;
+    let statement = match conn.prep(sql).await {
+        Ok(statement) => statement,
+        Err(e) => return Err(with_message_bytes(conn, e.into()).await),
+    };
+    let outcome = match execute(conn, json, &statement, params, sink).await {
+        Err(e) => Err(with_message_bytes(conn, e).await),
+        ran => ran,
+    };
     match (outcome, conn.close(statement).await) {
         (Err(e), _) => Err(e),
         (Ok(_), Err(e)) => Err(e.into()),
         (Ok(outcome), Ok(())) => Ok(outcome),
+    }
+}
+
+/// An error whose message is the server's bytes (see
+/// [`with_server_bytes`]), read before the statement is closed (which
+/// leaves the diagnostics area as it is, but a request is a request).
+async fn with_message_bytes(conn: &mut Conn, e: BackendError) -> BackendError {
+    match e {
+        BackendError::Sql(e) => BackendError::Sql(with_server_bytes(conn, e).await),
+        other => other,
     }
 }
 
@@ -306,6 +335,41 @@ mod tests {
                 Value::Date(2024, 2, 30, 1, 2, 3, 500_000),
             ]
         );
+    }
+
+    #[test]
+    fn strings_not_valid_in_the_charset_stay_parameters() {
+        let vars = HashMap::from([
+            ("v1".to_string(), var(Type::Varchar, "x")),
+            (
+                "v2".to_string(),
+                BindVariable {
+                    r#type: Type::Varchar as i32,
+                    value: bytes::Bytes::from_static(b"\x81\x20"),
+                    values: Vec::new(),
+                },
+            ),
+            (
+                "v3".to_string(),
+                BindVariable {
+                    r#type: Type::Varchar as i32,
+                    value: bytes::Bytes::from_static(b"\xd6\xd0"),
+                    values: Vec::new(),
+                },
+            ),
+        ]);
+        let (sql, values) =
+            statement(b"SELECT ?, ?, ?", &vars, &Dialect::default(), "gbk").unwrap();
+        assert_eq!(&sql[..], b"SELECT _gbk X'78', ?, _gbk X'D6D0'");
+        assert_eq!(values, [Value::Bytes(b"\x81\x20".to_vec())]);
+        // Valid in latin1: a literal.
+        let (sql, values) =
+            statement(b"SELECT ?, ?, ?", &vars, &Dialect::default(), "latin1").unwrap();
+        assert_eq!(
+            &sql[..],
+            b"SELECT _latin1 X'78', _latin1 X'8120', _latin1 X'D6D0'"
+        );
+        assert!(values.is_empty());
     }
 
     #[test]
