@@ -566,6 +566,79 @@ async fn invalid_strings_of_the_connection_charset_are_stored_as_sent() {
     }
 }
 
+/// Parameters of a statement prepared at the backend keep the client's
+/// types: `SELECT ?` of a TINY, SHORT or LONG (in a statement prepared
+/// there for its FLOAT) is a column of that type, not mysql_async's
+/// LONGLONG; a DATE argument of a `CALL` is a DATE, not a DATETIME
+/// (`'2024-01-02'` in a VARCHAR parameter, not `'2024-01-02 00:00:00'`);
+/// a BLOB one is bytes, not a string in the connection's character set
+/// (converted from latin1); a TIMESTAMP is a TIMESTAMP. Through the
+/// sidecar each was mysql_async's type.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parameters_prepared_at_the_backend_keep_the_clients_types() {
+    let chain = Chain::start().await;
+    setup(
+        &chain,
+        &["CREATE PROCEDURE p_text(IN v VARCHAR(40) CHARACTER SET utf8mb4, IN w VARCHAR(40) CHARACTER SET utf8mb4) SELECT v, HEX(v) AS hv, w, HEX(w) AS hw"],
+    )
+    .await;
+    let typed = |ty: u8, unsigned: bool, value: &[u8]| Param {
+        ty,
+        unsigned,
+        value: Some(value.to_vec()),
+    };
+    let blob = |bytes: &[u8]| Param {
+        ty: 252,
+        ..Param::string(bytes)
+    };
+    let date = || Param::date(10, (2024, 1, 2, 0, 0, 0, 0), 4);
+    let integers = vec![
+        vec![
+            typed(1, false, &[0xff]),
+            typed(1, true, &[0xff]),
+            typed(2, false, &(-2i16).to_le_bytes()),
+            typed(2, true, &u16::MAX.to_le_bytes()),
+            typed(9, false, &(-3i32).to_le_bytes()),
+            Param::long(i32::MIN),
+            typed(3, true, &u32::MAX.to_le_bytes()),
+            Param::float(0.5),
+        ],
+        vec![
+            typed(1, false, &[0x7f]),
+            typed(1, true, &[0]),
+            typed(2, false, &i16::MAX.to_le_bytes()),
+            typed(2, true, &[1, 0]),
+            typed(9, false, &8_388_607i32.to_le_bytes()),
+            Param::long(i32::MAX),
+            typed(3, true, &[0; 4]),
+            Param::float(-0.5),
+        ],
+    ];
+    let statements = [
+        (
+            "SELECT ? AS t, ? AS tu, ? AS s, ? AS su, ? AS m, ? AS l, ? AS lu, ? AS f",
+            integers,
+        ),
+        (
+            "SELECT ? AS ts, ? AS d",
+            vec![vec![
+                Param::date(7, (2024, 1, 2, 3, 4, 5, 0), 7),
+                Param::date(10, (0, 0, 0, 0, 0, 0, 0), 0),
+            ]],
+        ),
+        (
+            "CALL p_text(?, ?)",
+            vec![
+                vec![date(), Param::date(10, (0, 0, 0, 0, 0, 0, 0), 0)],
+                vec![Param::long(7), typed(1, false, &[0x80])],
+                vec![blob(b"\xc3\xa9"), blob(b"plain")],
+            ],
+        ),
+    ];
+    same_packets_in(&chain, &["SET NAMES latin1"], &[], &statements).await;
+    same_packets(&chain, &[], &statements).await;
+}
+
 /// What the gateway takes for surely valid strings (literals) the server
 /// takes too, else a literal would be refused with 1300: every string of
 /// one and two bytes that `Strings` calls valid, in each character set
