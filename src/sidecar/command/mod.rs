@@ -508,13 +508,14 @@ impl<S> CommandPhase<S> {
         let read = stmt.params.read(params);
         // The long data is consumed, whatever the outcome.
         stmt.settle();
-        let binds = match read.and_then(params::bind_variables) {
-            Ok(b) => b,
-            Err(e) => {
-                response::err(out, &e);
-                return Step::Answered(Next::Continue);
-            }
-        };
+        let binds =
+            match read.and_then(|values| params::bind_variables(values, stmt.params.types())) {
+                Ok(b) => b,
+                Err(e) => {
+                    response::err(out, &e);
+                    return Step::Answered(Next::Continue);
+                }
+            };
         // As in MySQL, the cursor flag on a statement without a result set
         // (or a CALL, whose prepare reports no columns) is ignored.
         let cursor = (cursor && stmt.columns > 0).then_some(id);
