@@ -18,7 +18,7 @@ use tokio::task::AbortHandle;
 use tracing::{debug, warn};
 
 use super::answers::{Answers, Ending, Lost, MAX_PAYLOAD, Record};
-use super::retype::{COM_STMT_EXECUTE, Retype, statement_id};
+use super::retype::{COM_STMT_EXECUTE, COM_STMT_SEND_LONG_DATA, Retype, statement_id};
 use super::tap::Tapped;
 use super::wire;
 
@@ -461,6 +461,11 @@ type ApplyRetype<'a> = dyn FnMut(&[u8]) -> Option<Vec<u8>> + 'a;
 /// that statement, applied (`None`: the packet goes as it is).
 fn retyped(slot: &Slot, payload: &[u8]) -> Option<Vec<u8>> {
     let mut kept = slot.lock().expect("not poisoned");
+    if payload.first() == Some(&COM_STMT_SEND_LONG_DATA) {
+        // The execute will lack that parameter's value: not rewritten.
+        kept.retype = None;
+        return None;
+    }
     let retype = kept
         .retype
         .take_if(|r| Some(r.statement) == statement_id(payload))?;
@@ -474,7 +479,8 @@ fn retyped(slot: &Slot, payload: &[u8]) -> Option<Vec<u8>> {
 /// retyped, never longer, where it was. Returns the run at the front that
 /// may go: `out` bytes of the `used` consumed (a rewritten packet ends
 /// it). A packet of the largest payload, which continues in the next, is
-/// never rewritten.
+/// never rewritten, nor an execute after COM_STMT_SEND_LONG_DATA (whose
+/// first byte `retype` gets), which lacks that parameter's value.
 fn client_bytes<R>(
     side: &mut Side<R>,
     answers: &mut Answers,
@@ -507,6 +513,13 @@ fn client_bytes<R>(
             None => return pass(at),
         };
         let total = 4 + len;
+        if first == Some(COM_STMT_SEND_LONG_DATA)
+            && seq == 0
+            && let Some(retype) = retype.as_mut()
+        {
+            // Only its first byte: long data is not read whole.
+            retype(&buf[at + 4..at + 5]);
+        }
         if let Some(retype) = retype
             .as_mut()
             .filter(|_| first == Some(COM_STMT_EXECUTE) && seq == 0 && len < MAX_PAYLOAD)
@@ -1249,6 +1262,22 @@ mod tests {
             }
             assert_eq!(sent, expected, "step {step}");
         }
+        // Long data first: the execute lacks a value, and goes as it is.
+        let long_data = packet(0, b"\x18\x07\x00\x00\x00\x00\x00data");
+        let stream = [long_data, packet(0, &execute)].concat();
+        let mut side = Side::new(tokio::io::empty());
+        let mut answers = Answers::new(wire::Framing {
+            deprecate_eof: true,
+            cache_metadata: false,
+        });
+        let mut pending = Some(retype.clone());
+        let mut apply = |p: &[u8]| match p.first() {
+            Some(0x18) => pending.take().and(None),
+            _ => pending.take()?.execute(p),
+        };
+        side.buf.extend_from_slice(&stream);
+        let run = client_bytes(&mut side, &mut answers, Some(&mut apply));
+        assert_eq!((run.out, run.used), (stream.len(), stream.len()));
         // Nothing pending: as it came.
         let mut side = Side::new(tokio::io::empty());
         let mut answers = Answers::new(wire::Framing {

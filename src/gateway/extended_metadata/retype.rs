@@ -54,6 +54,9 @@ const UNSIGNED_FLAG: u8 = 0x80;
 
 /// COM_STMT_EXECUTE's command byte.
 pub const COM_STMT_EXECUTE: u8 = 0x17;
+/// COM_STMT_SEND_LONG_DATA's: a parameter sent so has no value in the
+/// execute, which is then not rewritten.
+pub const COM_STMT_SEND_LONG_DATA: u8 = 0x18;
 
 /// The statement id of a COM_STMT_EXECUTE payload.
 pub fn statement_id(payload: &[u8]) -> Option<u32> {
