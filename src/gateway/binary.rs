@@ -432,6 +432,23 @@ mod tests {
         assert_eq!(params.types, [ty(1, false), ty(3, true)]);
     }
 
+    /// The driver scans the text it prepares for `:name` as if `\`
+    /// always escaped: under NO_BACKSLASH_ESCAPES a large value is hex,
+    /// never an escaped literal it would end elsewhere.
+    #[test]
+    fn large_values_are_hex_where_the_driver_would_misread_a_literal() {
+        let large = "a\\', :x ".repeat(crate::translate::bind::ESCAPED_MIN);
+        let vars = vars(&[(Type::Float64, "1e0"), (Type::Varchar, large.as_str())]);
+        let nbe = Dialect {
+            backslash_escapes: false,
+            ..Dialect::default()
+        };
+        let (sql, _) = statement(b"SELECT ?, ?", &vars, &nbe, "utf8mb4").unwrap();
+        assert!(sql.starts_with(b"SELECT ?, _utf8mb4 X'"));
+        let (sql, _) = statement(b"SELECT ?, ?", &vars, &Dialect::default(), "utf8mb4").unwrap();
+        assert!(sql.starts_with(b"SELECT ?, _utf8mb4 'a\\\\\\', :x "));
+    }
+
     #[test]
     fn strings_not_valid_in_the_charset_stay_parameters() {
         let vars = HashMap::from([

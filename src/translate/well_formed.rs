@@ -42,9 +42,10 @@ pub enum Strings {
 
 impl Strings {
     /// From a character set name (`@@character_set_client`, or a
-    /// collation's character set), case-insensitive.
+    /// collation's character set), case-insensitive, quoted or not (a
+    /// session's `system_variables` are SQL string literals).
     pub fn from_name(name: &str) -> Self {
-        match name.to_ascii_lowercase().as_str() {
+        match name.trim().trim_matches('\'').to_ascii_lowercase().as_str() {
             "utf8mb4" => Self::Utf8mb4,
             "utf8" | "utf8mb3" => Self::Utf8mb3,
             "gbk" => Self::Gbk,
@@ -165,6 +166,12 @@ mod tests {
         assert!(Strings::Utf8mb4.surely_valid("😀".as_bytes()));
         assert!(!Strings::Utf8mb4.surely_valid(b"\xc3"));
         assert!(Strings::from_name("latin1").surely_valid(b"\xff\x80"));
+        assert_eq!(
+            Strings::from_name("'latin1'"),
+            Strings::AnyBytes,
+            "as reported"
+        );
+        assert_eq!(Strings::from_name(" 'GBK' "), Strings::Gbk);
         assert!(
             !Strings::from_name("ujis").surely_valid(b"\xa4\xa2"),
             "not known: not surely"
