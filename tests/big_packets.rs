@@ -346,9 +346,9 @@ async fn large_bound_values_are_stored_as_directly_in_every_charset_and_mode() {
         .unwrap();
     let any_bytes = value(300 << 10, 3);
     // Well-formed gbk with trail bytes 0x5C (`\`) next to quotes and
-    // backslashes: a gbk string parameter that is not well-formed is
-    // stored by a server-side prepare but refused (1300) in a `_gbk`
-    // literal, for values of any size (not a matter of size: left out).
+    // backslashes, which stays a literal (a gbk string that is not
+    // well-formed is a parameter of a statement prepared at the backend,
+    // whatever its size: tests/prepared_types.rs).
     let gbk = b"\xe5\x5c'\\\x81\x40".repeat(60 << 10);
     let text = "é'\\ü\"x".repeat(40 << 10);
     let setups = [

@@ -47,12 +47,29 @@ async fn same_packets(
     reset: &[&str],
     statements: &[(&str, Vec<Vec<Param>>)],
 ) -> Vec<String> {
+    same_packets_in(chain, &[], reset, statements).await
+}
+
+/// [`same_packets`] in a session that `session` (text statements, such
+/// as `SET NAMES`) sets up on each client first.
+async fn same_packets_in(
+    chain: &Chain,
+    session: &[&str],
+    reset: &[&str],
+    statements: &[(&str, Vec<Vec<Param>>)],
+) -> Vec<String> {
     let mut directly = Vec::new();
     let mut differences = Vec::new();
     for caps in [0, DEPRECATE_EOF] {
         // All of one, then all of the other: statements that write
         // start by clearing what they write, so each side starts alike.
         let (mut direct, mut via) = clients(chain, caps).await;
+        for sql in session {
+            for client in [&mut direct, &mut via] {
+                let answer = client.query(sql).await;
+                assert_eq!(answer[0][0], 0, "`{sql}`: {answer:?}");
+            }
+        }
         let mut wanted = Vec::new();
         setup(chain, reset).await;
         for (sql, executions) in statements {
@@ -63,7 +80,7 @@ async fn same_packets(
             let got = run(&mut via, sql, executions).await;
             if got != want {
                 differences.push(format!(
-                    "`{sql}` (caps {caps:#x}) through the sidecar:\n{got:#?}\ndirectly:\n{want:#?}"
+                    "`{sql}` ({session:?}, caps {caps:#x}) through the sidecar:\n{got:#?}\ndirectly:\n{want:#?}"
                 ));
             }
             directly.extend(want);
@@ -431,10 +448,9 @@ async fn temporal_parameters_of_every_kind_are_the_servers() {
             unsigned: p.unsigned,
             value: p.value.clone(),
         };
-        // A DATE parameter is a literal, a TIMESTAMP one a DATETIME (see
-        // the README's known limits): stored as directly, but `SELECT ?`
-        // answers another type, or NOT NULL.
-        if param.ty != date && param.ty != timestamp {
+        // A DATE parameter is a literal (but for a zero DATE): stored as
+        // directly, but `SELECT ?` answers NOT NULL.
+        if param.ty != date {
             statements.push((
                 "SELECT ? AS v, ? = '2024-02-29' AS eq, ? + 0 AS n",
                 vec![vec![same(&param), same(&param), same(&param)]],
@@ -457,6 +473,190 @@ async fn temporal_parameters_of_every_kind_are_the_servers() {
         vec![vec![Param::long(0)]],
     ));
     same_packets(&chain, &["DELETE FROM temporal"], &statements).await;
+}
+
+/// A string parameter that is not a valid string of the connection's
+/// character set (a lone gbk lead byte, `0x81 0x20`, `0xFF`) is stored as
+/// sent, as MariaDB stores any binary-protocol string parameter: bytes as
+/// they are in a VARBINARY column; in a column of the character set, 1366
+/// under a strict `sql_mode`, else `?` and a warning; echoed as its bytes.
+/// Through the sidecar it was an introducer literal (`_gbk X'8120'`),
+/// refused with 1300 "Invalid gbk character string". Valid strings, which
+/// stay literals, are stored alongside; in gbk, big5, sjis (with its
+/// single-byte katakana), euckr and utf8mb4, strict or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_strings_of_the_connection_charset_are_stored_as_sent() {
+    let chain = Chain::start().await;
+    let charsets = ["gbk", "big5", "sjis", "euckr", "utf8mb4"];
+    let mut tables = Vec::new();
+    for cs in charsets {
+        tables.push(format!(
+            "CREATE TABLE s_{cs} (id INT PRIMARY KEY, v VARCHAR(10) CHARACTER SET {cs}, b VARBINARY(10))"
+        ));
+    }
+    setup(
+        &chain,
+        &tables.iter().map(String::as_str).collect::<Vec<_>>(),
+    )
+    .await;
+    // Invalid in every character set here; then strings valid in some
+    // (中 in gbk, a big5 pair, sjis katakana, a euckr pair, é in UTF-8)
+    // and invalid in others: each is stored as directly either way.
+    let invalid: &[&[u8]] = &[b"\x81\x20", b"\x81", b"a\xff", b"\x80"];
+    let others: &[&[u8]] = &[
+        b"\xd6\xd0",
+        b"\xa4\x40",
+        b"\xb1",
+        b"\xb0\xa1",
+        b"\xc3\xa9",
+        b"\xc3",
+        b"plain",
+    ];
+    for cs in charsets {
+        for mode in ["STRICT_TRANS_TABLES", ""] {
+            let set_names = format!("SET NAMES {cs}");
+            let set_mode = format!("SET sql_mode = '{mode}'");
+            let insert = format!("INSERT INTO s_{cs} VALUES (?, ?, ?)");
+            let read = format!("SELECT id, HEX(v), HEX(b) FROM s_{cs} WHERE id >= ? ORDER BY id");
+            let rows = |values: &[&[u8]], first: i32| {
+                values
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| {
+                        vec![
+                            Param::long(first + i as i32),
+                            Param::string(v),
+                            Param::string(v),
+                        ]
+                    })
+                    .collect::<Vec<_>>()
+            };
+            let echo = invalid
+                .iter()
+                .map(|v| vec![Param::string(v), Param::string(v)])
+                .collect();
+            let statements = [
+                (insert.as_str(), rows(invalid, 0)),
+                ("SHOW WARNINGS", vec![vec![]]),
+                (insert.as_str(), rows(others, 10)),
+                (read.as_str(), vec![vec![Param::long(0)]]),
+                ("SELECT HEX(?) AS h, ? = 'x' AS eq", echo),
+            ];
+            let reset = format!("DELETE FROM s_{cs}");
+            same_packets_in(&chain, &[&set_names, &set_mode], &[&reset], &statements).await;
+        }
+    }
+}
+
+/// Parameters of a statement prepared at the backend keep the client's
+/// types (not an INT24, which MariaDB reads as no value at all, so that
+/// every later parameter takes the bytes of the one before): `SELECT ?`
+/// of a TINY, SHORT or LONG (in a statement prepared
+/// there for its FLOAT) is a column of that type, not mysql_async's
+/// LONGLONG; a DATE argument of a `CALL` is a DATE, not a DATETIME
+/// (`'2024-01-02'` in a VARCHAR parameter, not `'2024-01-02 00:00:00'`);
+/// a BLOB one is bytes, not a string in the connection's character set
+/// (converted from latin1); a TIMESTAMP is a TIMESTAMP. Through the
+/// sidecar each was mysql_async's type.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parameters_prepared_at_the_backend_keep_the_clients_types() {
+    let chain = Chain::start().await;
+    setup(
+        &chain,
+        &["CREATE PROCEDURE p_text(IN v VARCHAR(40) CHARACTER SET utf8mb4, IN w VARCHAR(40) CHARACTER SET utf8mb4) SELECT v, HEX(v) AS hv, w, HEX(w) AS hw"],
+    )
+    .await;
+    let typed = |ty: u8, unsigned: bool, value: &[u8]| Param {
+        ty,
+        unsigned,
+        value: Some(value.to_vec()),
+    };
+    let blob = |bytes: &[u8]| Param {
+        ty: 252,
+        ..Param::string(bytes)
+    };
+    let date = || Param::date(10, (2024, 1, 2, 0, 0, 0, 0), 4);
+    let integers = vec![
+        vec![
+            typed(1, false, &[0xff]),
+            typed(1, true, &[0xff]),
+            typed(2, false, &(-2i16).to_le_bytes()),
+            typed(2, true, &u16::MAX.to_le_bytes()),
+            Param::long(i32::MIN),
+            typed(3, true, &u32::MAX.to_le_bytes()),
+            Param::float(0.5),
+        ],
+        vec![
+            typed(1, false, &[0x7f]),
+            typed(1, true, &[0]),
+            typed(2, false, &i16::MAX.to_le_bytes()),
+            typed(2, true, &[1, 0]),
+            Param::long(i32::MAX),
+            typed(3, true, &[0; 4]),
+            Param::float(-0.5),
+        ],
+    ];
+    let statements = [
+        (
+            "SELECT ? AS t, ? AS tu, ? AS s, ? AS su, ? AS l, ? AS lu, ? AS f",
+            integers,
+        ),
+        (
+            "SELECT ? AS ts, ? AS d",
+            vec![vec![
+                Param::date(7, (2024, 1, 2, 3, 4, 5, 0), 7),
+                Param::date(10, (0, 0, 0, 0, 0, 0, 0), 0),
+            ]],
+        ),
+        (
+            "CALL p_text(?, ?)",
+            vec![
+                vec![date(), Param::date(10, (0, 0, 0, 0, 0, 0, 0), 0)],
+                vec![Param::long(7), typed(1, false, &[0x80])],
+                vec![blob(b"\xc3\xa9"), blob(b"plain")],
+            ],
+        ),
+    ];
+    same_packets_in(&chain, &["SET NAMES latin1"], &[], &statements).await;
+    same_packets(&chain, &[], &statements).await;
+}
+
+/// What the gateway takes for surely valid strings (literals) the server
+/// takes too, else a literal would be refused with 1300: every string of
+/// one and two bytes that `Strings` calls valid, in each character set
+/// whose rules it knows, one literal of them all (separated by spaces,
+/// which no character set reads as part of a character).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strings_taken_for_valid_are_valid_to_the_server() {
+    use myquic::translate::well_formed::Strings;
+    let db = common::MariaDb::start().await;
+    let mut conn = db.direct().await;
+    for cs in [
+        "gbk", "big5", "sjis", "cp932", "utf8mb4", "utf8mb3", "latin1", "cp1251",
+    ] {
+        let strings = Strings::from_name(cs);
+        let mut all = Vec::new();
+        let mut taken = 0;
+        for len in [1, 2] {
+            for n in 0..(1usize << (8 * len)) {
+                let bytes = &n.to_be_bytes()[8 - len..];
+                if bytes.is_ascii() || !strings.surely_valid(bytes) {
+                    continue;
+                }
+                taken += 1;
+                all.extend_from_slice(bytes);
+                all.push(b' ');
+            }
+        }
+        assert!(taken > 100, "{cs}: {taken}");
+        let hex: String = all.iter().map(|b| format!("{b:02X}")).collect();
+        let sql = format!("SELECT LENGTH(_{cs} X'{hex}')");
+        let length: Option<u64> = conn
+            .query_first(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{cs}: {e}"));
+        assert_eq!(length, Some(all.len() as u64), "{cs}");
+    }
 }
 
 /// What running a COM_STMT_EXECUTE as a prepared statement at the backend

@@ -10,6 +10,10 @@
 //!   the values the client bound, typed as a server types them (`SELECT
 //!   ?` of a FLOAT is a FLOAT; zero dates, fractions, negative and long
 //!   times), not as literals;
+//! - a string parameter that is not surely a valid string of the
+//!   connection's character set reaches the server as the bytes the
+//!   client sent, which it takes as directly (an introducer literal of
+//!   them would be refused with 1300);
 //! - rows come in the binary protocol and are written as text that reads
 //!   back as exactly the same values: a FLOAT as the shortest text of its
 //!   4-byte value, where MariaDB's text protocol prints about 6 digits.
@@ -32,32 +36,42 @@ use crate::mysql::temporal::{DateTime, Time};
 use crate::translate::bind::{self, BindError};
 use crate::translate::sql_text::Dialect;
 use crate::translate::statement::leading_keyword;
+use crate::translate::well_formed::Strings;
 
 use super::backend::{
     BackendError, JsonLookup, Outcome, ResultSink, feed_results, with_connection_warnings,
 };
+use super::error_text::with_server_bytes;
+use super::extended_metadata::{ParamType, Retype};
 
 /// The text to prepare at the backend and the values of its remaining
 /// `?`s: every argument of a `CALL` (any may be OUT), and temporal values
-/// of other statements; the rest are literals.
+/// and strings not surely valid in `charset` of other statements; the
+/// rest are literals.
 pub fn statement<'a>(
     sql: &'a [u8],
     vars: &HashMap<String, BindVariable>,
     dialect: &Dialect,
     charset: &str,
-) -> Result<(Cow<'a, [u8]>, Vec<Value>), BindError> {
+) -> Result<(Cow<'a, [u8]>, Params), BindError> {
     let is_call = leading_keyword(sql).is_some_and(|k| k.eq_ignore_ascii_case(b"CALL"));
+    let strings = Strings::from_name(charset);
     let keep = |var: &BindVariable| match Type::try_from(var.r#type) {
         Ok(Type::Tuple) | Err(_) => false,
         // A zero DATE goes as a DATETIME: stored as the DATE would be,
         // where a string is refused. Others are literals: `DATE'…'`, or an
         // invalid date's string, refused in the same words as directly.
         Ok(Type::Date) => is_call || DateTime::is_zero_in_date(&var.value),
+        // mysql_async sends it as a VAR_STRING in the connection's
+        // character set, as the client did: its bytes as sent, where an
+        // introducer literal of bytes that are not a string of the
+        // character set is refused (1300).
+        Ok(Type::Varchar) => is_call || !strings.surely_valid(&var.value),
         Ok(ty) => is_call || same_type_as_parameter(ty),
     };
     let (sql, kept) = bind::substitute_keeping(sql, vars, dialect, charset, keep)?;
     let values = kept
-        .into_iter()
+        .iter()
         .enumerate()
         .map(|(i, var)| {
             server_value(var).ok_or_else(|| BindError::Invalid {
@@ -66,19 +80,60 @@ pub fn statement<'a>(
             })
         })
         .collect::<Result<_, _>>()?;
-    Ok((sql, values))
+    let types = kept.iter().map(|var| client_type(var.r#type)).collect();
+    Ok((sql, Params { values, types }))
+}
+
+/// The values of a statement's parameters, and the type the client sent
+/// each in where mysql_async sends another (`None`: the same).
+#[derive(Debug, Default, PartialEq)]
+pub struct Params {
+    pub values: Vec<Value>,
+    pub types: Vec<Option<ParamType>>,
+}
+
+/// The client's type of a parameter bound as a variable of this type (the
+/// sidecar's types say it: an Int8 was a TINY), where mysql_async's for
+/// the value differs: a LONGLONG for every integer, a DATETIME for a DATE
+/// or TIMESTAMP, a VAR_STRING for a BLOB or DECIMAL.
+fn client_type(ty: i32) -> Option<ParamType> {
+    let (code, unsigned) = match Type::try_from(ty).ok()? {
+        Type::Int8 => (1, false),
+        Type::Uint8 => (1, true),
+        Type::Int16 => (2, false),
+        Type::Uint16 => (2, true),
+        Type::Int24 => (9, false),
+        Type::Uint24 => (9, true),
+        Type::Int32 => (3, false),
+        Type::Uint32 => (3, true),
+        Type::Date => (10, false),
+        Type::Timestamp => (7, false),
+        Type::Blob => (252, false),
+        Type::Decimal => (246, false),
+        _ => return None,
+    };
+    Some(ParamType { code, unsigned })
 }
 
 /// Whether the parameter mysql_async sends for a variable of this type is
 /// the one the client sent (our sidecar's types say which it was): the
 /// server then types it as directly (`SELECT ?` answers a FLOAT for a
 /// FLOAT, a DATETIME for a zero DATETIME). mysql_async sends a LONGLONG,
-/// FLOAT, DOUBLE, DATETIME (for TIMESTAMP too, which the server reads the
-/// same), TIME or NULL; not a DATE, BLOB or DECIMAL, which stay literals.
+/// FLOAT, DOUBLE, DATETIME, TIME or NULL, and the relay puts a narrower
+/// integer's type or TIMESTAMP back ([`Params::types`]); not a DATE,
+/// BLOB or DECIMAL, which stay literals (a zero DATE aside).
 fn same_type_as_parameter(ty: Type) -> bool {
     matches!(
         ty,
         Type::NullType
+            | Type::Int8
+            | Type::Uint8
+            | Type::Int16
+            | Type::Uint16
+            | Type::Int24
+            | Type::Uint24
+            | Type::Int32
+            | Type::Uint32
             | Type::Int64
             | Type::Uint64
             | Type::Float32
@@ -124,11 +179,17 @@ pub async fn run<S: ResultSink>(
     conn: &mut Conn,
     json: JsonLookup<'_>,
     sql: &[u8],
-    params: Vec<Value>,
+    params: Params,
     sink: &mut S,
 ) -> Result<Outcome, BackendError> {
-    let statement = conn.prep(sql).await?;
-    let outcome = execute(conn, json, &statement, params, sink).await;
+    let statement = match conn.prep(sql).await {
+        Ok(statement) => statement,
+        Err(e) => return Err(with_message_bytes(conn, e.into()).await),
+    };
+    let outcome = match execute(conn, json, &statement, params, sink).await {
+        Err(e) => Err(with_message_bytes(conn, e).await),
+        ran => ran,
+    };
     match (outcome, conn.close(statement).await) {
         (Err(e), _) => Err(e),
         (Ok(_), Err(e)) => Err(e.into()),
@@ -136,20 +197,44 @@ pub async fn run<S: ResultSink>(
     }
 }
 
+/// An error whose message is the server's bytes (see
+/// [`with_server_bytes`]), read before the statement is closed (which
+/// leaves the diagnostics area as it is, but a request is a request).
+async fn with_message_bytes(conn: &mut Conn, e: BackendError) -> BackendError {
+    match e {
+        BackendError::Sql(e) => BackendError::Sql(with_server_bytes(conn, e).await),
+        other => other,
+    }
+}
+
 async fn execute<S: ResultSink>(
     conn: &mut Conn,
     json: JsonLookup<'_>,
     statement: &mysql_async::Statement,
-    params: Vec<Value>,
+    params: Params,
     sink: &mut S,
 ) -> Result<Outcome, BackendError> {
-    let params = if params.is_empty() {
+    let id = conn.id();
+    // Where the relay follows the connection, it sends the execute in the
+    // client's types; elsewhere the values go in mysql_async's.
+    let retyped = params.types.iter().any(Option::is_some)
+        && json.relayed.retype(
+            id,
+            Retype {
+                statement: statement.id(),
+                types: params.types,
+            },
+        );
+    let values = if params.values.is_empty() {
         mysql_async::Params::Empty
     } else {
-        mysql_async::Params::Positional(params)
+        mysql_async::Params::Positional(params.values)
     };
-    let id = conn.id();
-    let result = conn.exec_iter(statement, params).await?;
+    let result = conn.exec_iter(statement, values).await;
+    if retyped {
+        json.relayed.forget_retype(id);
+    }
+    let result = result?;
     let binary_row = |columns: &[Column], row: mysql_async::Row| {
         let made = (0..columns.len())
             .map(|i| match row.as_ref(i).and_then(|v| cell(&columns[i], v)) {
@@ -254,9 +339,9 @@ mod tests {
 
     fn prepared(sql: &str, list: &[(Type, &str)]) -> (String, Vec<Value>) {
         let vars = vars(list);
-        let (sql, values) =
+        let (sql, params) =
             statement(sql.as_bytes(), &vars, &Dialect::default(), "utf8mb4").unwrap();
-        (String::from_utf8(sql.into_owned()).unwrap(), values)
+        (String::from_utf8(sql.into_owned()).unwrap(), params.values)
     }
 
     #[test]
@@ -306,6 +391,98 @@ mod tests {
                 Value::Date(2024, 2, 30, 1, 2, 3, 500_000),
             ]
         );
+    }
+
+    #[test]
+    fn the_clients_types_go_with_the_values() {
+        let vars = vars(&[
+            (Type::Int8, "-1"),
+            (Type::Uint32, "7"),
+            (Type::Int64, "8"),
+            (Type::Date, "2024-01-02"),
+            (Type::Blob, "b"),
+            (Type::Varchar, "s"),
+        ]);
+        let (_, params) = statement(
+            b"CALL p(?, ?, ?, ?, ?, ?)",
+            &vars,
+            &Dialect::default(),
+            "utf8mb4",
+        )
+        .unwrap();
+        let ty = |code, unsigned| Some(ParamType { code, unsigned });
+        assert_eq!(
+            params.types,
+            [
+                ty(1, false),
+                ty(3, true),
+                None,
+                ty(10, false),
+                ty(252, false),
+                None
+            ]
+        );
+        assert_eq!(params.values[0], Value::Int(-1));
+        assert_eq!(params.values[3], Value::Date(2024, 1, 2, 0, 0, 0, 0));
+        // Outside a CALL a narrower integer stays a parameter, as a
+        // LONGLONG does.
+        let (sql, params) =
+            statement(b"SELECT ?, ?", &vars, &Dialect::default(), "utf8mb4").unwrap();
+        assert_eq!(&sql[..], b"SELECT ?, ?");
+        assert_eq!(params.types, [ty(1, false), ty(3, true)]);
+    }
+
+    /// The driver scans the text it prepares for `:name` as if `\`
+    /// always escaped: under NO_BACKSLASH_ESCAPES a large value is hex,
+    /// never an escaped literal it would end elsewhere.
+    #[test]
+    fn large_values_are_hex_where_the_driver_would_misread_a_literal() {
+        let large = "a\\', :x ".repeat(crate::translate::bind::ESCAPED_MIN);
+        let vars = vars(&[(Type::Float64, "1e0"), (Type::Varchar, large.as_str())]);
+        let nbe = Dialect {
+            backslash_escapes: false,
+            ..Dialect::default()
+        };
+        let (sql, _) = statement(b"SELECT ?, ?", &vars, &nbe, "utf8mb4").unwrap();
+        assert!(sql.starts_with(b"SELECT ?, _utf8mb4 X'"));
+        let (sql, _) = statement(b"SELECT ?, ?", &vars, &Dialect::default(), "utf8mb4").unwrap();
+        assert!(sql.starts_with(b"SELECT ?, _utf8mb4 'a\\\\\\', :x "));
+    }
+
+    #[test]
+    fn strings_not_valid_in_the_charset_stay_parameters() {
+        let vars = HashMap::from([
+            ("v1".to_string(), var(Type::Varchar, "x")),
+            (
+                "v2".to_string(),
+                BindVariable {
+                    r#type: Type::Varchar as i32,
+                    value: bytes::Bytes::from_static(b"\x81\x20"),
+                    values: Vec::new(),
+                },
+            ),
+            (
+                "v3".to_string(),
+                BindVariable {
+                    r#type: Type::Varchar as i32,
+                    value: bytes::Bytes::from_static(b"\xd6\xd0"),
+                    values: Vec::new(),
+                },
+            ),
+        ]);
+        let (sql, params) =
+            statement(b"SELECT ?, ?, ?", &vars, &Dialect::default(), "gbk").unwrap();
+        assert_eq!(&sql[..], b"SELECT _gbk X'78', ?, _gbk X'D6D0'");
+        assert_eq!(params.values, [Value::Bytes(b"\x81\x20".to_vec())]);
+        assert_eq!(params.types, [None], "a VAR_STRING, as sent");
+        // Valid in latin1: a literal.
+        let (sql, params) =
+            statement(b"SELECT ?, ?, ?", &vars, &Dialect::default(), "latin1").unwrap();
+        assert_eq!(
+            &sql[..],
+            b"SELECT _latin1 X'78', _latin1 X'8120', _latin1 X'D6D0'"
+        );
+        assert!(params.values.is_empty());
     }
 
     #[test]

@@ -12,6 +12,7 @@ use crate::mysql::StatusFlags;
 use crate::mysql::reader::Reader;
 use crate::mysql::response::session_track_schema;
 use crate::translate::sql_text::{Charset, Dialect};
+use crate::translate::well_formed::Strings;
 
 #[derive(Default)]
 pub struct Session {
@@ -214,6 +215,12 @@ impl Session {
         }
         dialect
     }
+
+    /// How the backend checks this session's strings: by its reported
+    /// `character_set_client`, else by the login's (`login`).
+    pub fn strings(&self, login: Strings) -> Strings {
+        self.reported.strings.unwrap_or(login)
+    }
 }
 
 /// Where the system-variable entries at the start of encoded session-state
@@ -237,6 +244,8 @@ struct Reported {
     dialect: Dialect,
     /// `character_set_client` was among them.
     charset: bool,
+    /// How strings of that character set are checked.
+    strings: Option<Strings>,
     idle_timeout: Option<Duration>,
 }
 
@@ -257,6 +266,7 @@ impl Reported {
                 variable("sql_mode"),
             ),
             charset: variable("character_set_client").is_some(),
+            strings: variable("character_set_client").map(Strings::from_name),
             idle_timeout: variable("wait_timeout")
                 .and_then(|v| v.parse::<u64>().ok())
                 .map(|seconds| Duration::from_secs(seconds.max(1))),

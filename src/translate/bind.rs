@@ -51,12 +51,17 @@ pub fn substitute<'a>(
     dialect: &Dialect,
     charset: &str,
 ) -> Result<Cow<'a, [u8]>, BindError> {
-    substitute_keeping(sql, vars, dialect, charset, |_| false).map(|(sql, _)| sql)
+    let strings = StringLiterals::new(charset, dialect);
+    substitute_with(sql, vars, dialect, &strings, |_| false).map(|(sql, _)| sql)
 }
 
 /// [`substitute`], except that each `?` whose variable `keep` accepts
 /// stays a `?` — a parameter of a server-side prepared statement — and
-/// its variable is returned, in placeholder order.
+/// its variable is returned, in placeholder order. The text is for the
+/// gateway's driver to prepare, which first scans it for `:name`
+/// parameters as if `\` always escaped: so under `NO_BACKSLASH_ESCAPES`
+/// no value becomes an escaped literal (`'a\'` would end elsewhere for
+/// it), only hex.
 pub fn substitute_keeping<'a, 'v>(
     sql: &'a [u8],
     vars: &'v HashMap<String, BindVariable>,
@@ -64,11 +69,22 @@ pub fn substitute_keeping<'a, 'v>(
     charset: &str,
     keep: impl Fn(&BindVariable) -> bool,
 ) -> Result<(Cow<'a, [u8]>, Vec<&'v BindVariable>), BindError> {
+    let mut strings = StringLiterals::new(charset, dialect);
+    strings.escaped = strings.escaped.filter(|e| matches!(e, Escaping::Backslash));
+    substitute_with(sql, vars, dialect, &strings, keep)
+}
+
+fn substitute_with<'a, 'v>(
+    sql: &'a [u8],
+    vars: &'v HashMap<String, BindVariable>,
+    dialect: &Dialect,
+    strings: &StringLiterals,
+    keep: impl Fn(&BindVariable) -> bool,
+) -> Result<(Cow<'a, [u8]>, Vec<&'v BindVariable>), BindError> {
     let mut kept = Vec::new();
     if vars.is_empty() {
         return Ok((Cow::Borrowed(sql), kept));
     }
-    let strings = StringLiterals::new(charset, dialect);
     let mut out = Vec::with_capacity(sql.len() + 16 * vars.len());
     let mut positional = 0usize;
     let mut copied = 0usize;
@@ -94,7 +110,7 @@ pub fn substitute_keeping<'a, 'v>(
                             out.push(b'?');
                             kept.push(var);
                         }
-                        None => push_literal(&mut out, &name, vars, &strings)?,
+                        None => push_literal(&mut out, &name, vars, strings)?,
                     },
                 }
                 i += 1;
@@ -120,7 +136,7 @@ pub fn substitute_keeping<'a, 'v>(
                 let name = std::str::from_utf8(&sql[start..end]).unwrap_or_default();
                 if is_name && vars.contains_key(name) {
                     out.extend_from_slice(&sql[copied..i]);
-                    push_literal(&mut out, name, vars, &strings)?;
+                    push_literal(&mut out, name, vars, strings)?;
                     copied = end;
                     i = end;
                 } else {

@@ -13,3 +13,4 @@ pub mod sql_text;
 pub mod statement;
 pub mod to_mysql;
 pub mod types;
+pub mod well_formed;

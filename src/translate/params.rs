@@ -12,25 +12,44 @@ use std::collections::HashMap;
 use bytes::Bytes;
 
 use crate::api::pb::{BindVariable, Type};
-use crate::mysql::MysqlError;
-use crate::mysql::params::{ParamValue, wrong_arguments};
+use crate::mysql::params::{ParamType, ParamValue, wrong_arguments};
+use crate::mysql::{ColumnType, MysqlError};
 
-/// The bind variables `v1`…`vN` for a statement's parameter values.
+/// The bind variables `v1`…`vN` for a statement's parameter values, of
+/// the types the client declared (`types`, as many; missing ones are
+/// taken as the value's widest type).
 pub fn bind_variables(
     values: Vec<ParamValue>,
+    types: &[ParamType],
 ) -> Result<HashMap<String, BindVariable>, MysqlError> {
     let mut vars = HashMap::with_capacity(values.len());
     for (i, value) in values.into_iter().enumerate() {
-        vars.insert(format!("v{}", i + 1), bind_variable(value)?);
+        let declared = types.get(i).map(|t| t.column_type);
+        vars.insert(format!("v{}", i + 1), bind_variable(value, declared)?);
     }
     Ok(vars)
 }
 
-fn bind_variable(value: ParamValue) -> Result<BindVariable, MysqlError> {
+/// A value as the Vitess type that says what the client sent: an
+/// integer's width (a TINY is an Int8), a TIMESTAMP, a BLOB. A literal
+/// of any of them is the same as of the widest; a parameter prepared at
+/// the backend is sent in the client's type (`gateway::binary`).
+fn bind_variable(
+    value: ParamValue,
+    declared: Option<ColumnType>,
+) -> Result<BindVariable, MysqlError> {
+    use ColumnType::*;
+    let (signed, unsigned) = match declared {
+        Some(MYSQL_TYPE_TINY) => (Type::Int8, Type::Uint8),
+        Some(MYSQL_TYPE_SHORT) => (Type::Int16, Type::Uint16),
+        Some(MYSQL_TYPE_INT24) => (Type::Int24, Type::Uint24),
+        Some(MYSQL_TYPE_LONG) => (Type::Int32, Type::Uint32),
+        _ => (Type::Int64, Type::Uint64),
+    };
     Ok(match value {
         ParamValue::Null => var(Type::NullType, Bytes::new()),
-        ParamValue::Signed(v) => text_var(Type::Int64, v.to_string()),
-        ParamValue::Unsigned(v) => text_var(Type::Uint64, v.to_string()),
+        ParamValue::Signed(v) => text_var(signed, v.to_string()),
+        ParamValue::Unsigned(v) => text_var(unsigned, v.to_string()),
         // The shortest text of the double is exact, so a FLOAT column
         // stores the client's bits and `SELECT ?` shows what MySQL shows.
         ParamValue::Double(v) => float_var(Type::Float64, v)?,
@@ -39,9 +58,13 @@ fn bind_variable(value: ParamValue) -> Result<BindVariable, MysqlError> {
         ParamValue::Float(v) => float_var(Type::Float32, f64::from(v))?,
         ParamValue::Decimal(text) => var(Type::Decimal, text),
         ParamValue::Date(d) => text_var(Type::Date, d.date_text()),
+        ParamValue::DateTime(d) if declared == Some(MYSQL_TYPE_TIMESTAMP) => {
+            text_var(Type::Timestamp, d.datetime_text())
+        }
         ParamValue::DateTime(d) => text_var(Type::Datetime, d.datetime_text()),
         ParamValue::Time(t) => text_var(Type::Time, t.text()),
-        ParamValue::Bit(bytes) | ParamValue::Binary(bytes) => var(Type::Varbinary, bytes),
+        ParamValue::Binary(bytes) => var(Type::Blob, bytes),
+        ParamValue::Bit(bytes) => var(Type::Varbinary, bytes),
         ParamValue::Text(bytes) => var(Type::Varchar, bytes),
     })
 }
@@ -81,7 +104,8 @@ mod tests {
 
     impl Bind for StatementParams {
         fn bind(&mut self, rest: &Bytes) -> Result<HashMap<String, BindVariable>, MysqlError> {
-            bind_variables(self.read(rest)?)
+            let values = self.read(rest)?;
+            bind_variables(values, self.types())
         }
     }
 
@@ -245,24 +269,25 @@ mod tests {
         let payload = by_hand(&types, &[], &v);
         let mut params = StatementParams::new(types.len() as u16);
         let vars = params.bind(&payload).unwrap();
+        // Integers of the client's width, a BLOB a Blob.
         let expected = [
-            ty(Type::Int64, "-128"),
-            ty(Type::Uint64, "255"),
-            ty(Type::Int64, "-32768"),
-            ty(Type::Uint64, "65535"),
+            ty(Type::Int8, "-128"),
+            ty(Type::Uint8, "255"),
+            ty(Type::Int16, "-32768"),
+            ty(Type::Uint16, "65535"),
             ty(Type::Uint64, "2024"),
-            ty(Type::Int64, "-8388608"),
-            ty(Type::Int64, "-2147483648"),
-            ty(Type::Uint64, "4294967295"),
+            ty(Type::Int24, "-8388608"),
+            ty(Type::Int32, "-2147483648"),
+            ty(Type::Uint32, "4294967295"),
             ty(Type::Decimal, decimal),
             ty(Type::Date, "2024-12-31"),
-            ty(Type::Datetime, "1970-01-19 03:14:07"),
+            ty(Type::Timestamp, "1970-01-19 03:14:07"),
             (
                 Type::Varbinary,
                 String::from_utf8_lossy(&[1, 0xff]).into_owned(),
             ),
             ty(Type::Varchar, r#"{"a":1}"#),
-            ty(Type::Varbinary, &"z".repeat(300)),
+            ty(Type::Blob, &"z".repeat(300)),
             ty(Type::Varchar, "x"),
             ty(Type::Varchar, "small"),
             ty(Type::NullType, ""),
@@ -312,15 +337,12 @@ mod tests {
         let vars = params.bind(&payload).unwrap();
         assert_eq!(bound(&vars, "v1"), ty(Type::Int64, "7"));
         // Declared BLOB: bytes to the server.
-        assert_eq!(
-            bound(&vars, "v2"),
-            ty(Type::Varbinary, "part one, part two 😀")
-        );
+        assert_eq!(bound(&vars, "v2"), ty(Type::Blob, "part one, part two 😀"));
         // Forgotten after the execute: now the packet must carry v2.
         assert_eq!(params.bind(&payload).unwrap_err().code, 1835);
         params.send_long_data(1, &[0xff, 0xfe], 1 << 20);
         let vars = params.bind(&payload).unwrap();
-        assert_eq!(vars["v2"].r#type, Type::Varbinary as i32);
+        assert_eq!(vars["v2"].r#type, Type::Blob as i32);
         // COM_STMT_RESET drops it.
         params.send_long_data(1, b"gone", 1 << 20);
         params.reset();

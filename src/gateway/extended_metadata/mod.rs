@@ -21,15 +21,19 @@
 //! answer are kept until the driver sends its next command.
 //!
 //! And it gives the rows of the gateway's text results to the gateway
-//! itself rather than through its driver ([`RowTap`]).
+//! itself rather than through its driver ([`RowTap`]), and puts a
+//! client's parameter types back into the driver's execute of a statement
+//! prepared at the backend ([`Retype`]).
 
 mod answers;
 
 pub use answers::{Ending, MAX_PAYLOAD};
 mod relay;
+mod retype;
 mod tap;
 mod wire;
 
+pub use retype::{ParamType, Retype};
 pub use tap::{RowTap, Tapped};
 pub use wire::lenenc;
 
@@ -126,6 +130,25 @@ impl ExtendedMetadata {
     /// the relay has it when the first result's rows come.
     pub fn tap(&self, id: u32) -> Option<RowTap> {
         Some(RowTap::claim(&self.connections.slot(id)?))
+    }
+
+    /// The client's types for the parameters of the driver's next execute
+    /// on connection `id` (see `retype`), in place of mysql_async's;
+    /// `false` if that connection is not relayed. Set before the execute
+    /// is sent, so the relay has it when the execute comes.
+    pub fn retype(&self, id: u32, retype: Retype) -> bool {
+        let Some(slot) = self.connections.slot(id) else {
+            return false;
+        };
+        slot.lock().expect("not poisoned").retype = Some(retype);
+        true
+    }
+
+    /// Drops a retype the relay did not take (the execute was not sent).
+    pub fn forget_retype(&self, id: u32) {
+        if let Some(slot) = self.connections.slot(id) {
+            slot.lock().expect("not poisoned").retype = None;
+        }
     }
 
     /// How the next result of the statement on connection `id` ended,

@@ -18,6 +18,7 @@ use tokio::task::AbortHandle;
 use tracing::{debug, warn};
 
 use super::answers::{Answers, Ending, Lost, MAX_PAYLOAD, Record};
+use super::retype::{COM_STMT_EXECUTE, COM_STMT_SEND_LONG_DATA, Retype, statement_id};
 use super::tap::Tapped;
 use super::wire;
 
@@ -81,6 +82,9 @@ pub struct Kept {
     /// Where the rows of the connection's text result sets go while the
     /// gateway claims them ([`super::RowTap`]).
     pub tap: Option<mpsc::Sender<Tapped>>,
+    /// The client's parameter types for the driver's next execute of a
+    /// statement ([`Retype`]), taken by the relay when it comes.
+    pub retype: Option<Retype>,
 }
 
 impl Kept {
@@ -378,12 +382,21 @@ async fn follow(
                 if !more? {
                     return Ok(());
                 }
-                let used = client_bytes(from_client, &mut answers);
-                if std::mem::take(&mut answers.new_command) {
-                    slot.lock().expect("not poisoned").command();
+                // Set before the driver writes the execute it is for.
+                let pending = slot.lock().expect("not poisoned").retype.is_some();
+                loop {
+                    let mut retype = |payload: &[u8]| retyped(slot, payload);
+                    let retype = pending.then_some(&mut retype as &mut ApplyRetype<'_>);
+                    let run = client_bytes(from_client, &mut answers, retype);
+                    if std::mem::take(&mut answers.new_command) {
+                        slot.lock().expect("not poisoned").command();
+                    }
+                    server_write.write_all(&from_client.buf[..run.out]).await?;
+                    from_client.buf.advance(run.used);
+                    if run.used == 0 || from_client.buf.is_empty() {
+                        break;
+                    }
                 }
-                server_write.write_all(&from_client.buf[..used]).await?;
-                from_client.buf.advance(used);
                 from_client.shrink();
             }
             more = from_server.fill() => {
@@ -441,32 +454,98 @@ async fn follow(
     }
 }
 
-/// Follows what the client sent, all of which is passed on as it is:
-/// a command's answer depends on its packet's header and first byte only.
-/// Returns how many bytes, from the front, may go.
-fn client_bytes<R>(side: &mut Side<R>, answers: &mut Answers) -> usize {
-    let buf = &side.buf[..];
+/// Rewrites an execute's payload as the gateway asked (`None`: as it is).
+type ApplyRetype<'a> = dyn FnMut(&[u8]) -> Option<Vec<u8>> + 'a;
+
+/// The gateway's retype for the execute `payload`, taken if it is for
+/// that statement, applied (`None`: the packet goes as it is).
+fn retyped(slot: &Slot, payload: &[u8]) -> Option<Vec<u8>> {
+    let mut kept = slot.lock().expect("not poisoned");
+    if payload.first() == Some(&COM_STMT_SEND_LONG_DATA) {
+        // The execute will lack that parameter's value: not rewritten.
+        kept.retype = None;
+        return None;
+    }
+    let retype = kept
+        .retype
+        .take_if(|r| Some(r.statement) == statement_id(payload))?;
+    retype.execute(payload)
+}
+
+/// Follows what the client sent, all of which is passed on as it is (a
+/// command's answer depends on its packet's header and first byte only),
+/// but for a COM_STMT_EXECUTE that the gateway asked to retype while one
+/// is pending (`retype`, which then gets its payload): read whole and written
+/// retyped, never longer, where it was. Returns the run at the front that
+/// may go: `out` bytes of the `used` consumed (a rewritten packet ends
+/// it). A packet of the largest payload, which continues in the next, is
+/// never rewritten, nor an execute after COM_STMT_SEND_LONG_DATA (whose
+/// first byte `retype` gets), which lacks that parameter's value.
+fn client_bytes<R>(
+    side: &mut Side<R>,
+    answers: &mut Answers,
+    mut retype: Option<&mut ApplyRetype<'_>>,
+) -> Run {
+    let buf = &mut side.buf[..];
     let mut at = 0;
+    let pass = |at| Run {
+        to: To::Driver,
+        out: at,
+        used: at,
+    };
+    side.wanted = 0;
     loop {
         if side.passing > 0 {
             let n = side.passing.min(buf.len() - at);
             at += n;
             side.passing -= n;
             if side.passing > 0 {
-                return at;
+                return pass(at);
             }
         }
         let Some(header) = buf.get(at..at + 4) else {
-            return at;
+            return pass(at);
         };
-        let len = payload_len(header);
+        let (len, seq) = (payload_len(header), header[3]);
         let first = match buf.get(at + 4) {
             Some(&first) => Some(first),
             None if len == 0 => None,
-            None => return at,
+            None => return pass(at),
         };
-        answers.client_head(header[3], len, first);
-        side.passing = 4 + len;
+        let total = 4 + len;
+        if first == Some(COM_STMT_SEND_LONG_DATA)
+            && seq == 0
+            && let Some(retype) = retype.as_mut()
+        {
+            // Only its first byte: long data is not read whole.
+            retype(&buf[at + 4..at + 5]);
+        }
+        if let Some(retype) = retype
+            .as_mut()
+            .filter(|_| first == Some(COM_STMT_EXECUTE) && seq == 0 && len < MAX_PAYLOAD)
+        {
+            if buf.len() - at < total {
+                side.wanted = total;
+                return pass(at);
+            }
+            answers.client_head(seq, len, first);
+            if let Some(payload) = retype(&buf[at + 4..at + total])
+                && payload.len() <= len
+            {
+                let new_len = u32::try_from(payload.len()).unwrap_or(0);
+                buf[at..at + 3].copy_from_slice(&new_len.to_le_bytes()[..3]);
+                buf[at + 4..at + 4 + payload.len()].copy_from_slice(&payload);
+                return Run {
+                    to: To::Driver,
+                    out: at + 4 + payload.len(),
+                    used: at + total,
+                };
+            }
+            at += total;
+            continue;
+        }
+        answers.client_head(seq, len, first);
+        side.passing = total;
     }
 }
 
@@ -1137,5 +1216,82 @@ mod tests {
             script_run
         );
         ended.unwrap();
+    }
+
+    /// The client's bytes go as they came, but for the execute the
+    /// gateway asked to retype: read whole, however it arrives, and
+    /// written shorter where it was; a command split over packets, or
+    /// nothing pending, is never touched.
+    #[test]
+    fn an_execute_pending_a_retype_is_rewritten_whole() {
+        use super::super::retype::ParamType;
+        let retype = Retype {
+            statement: 7,
+            types: vec![Some(ParamType {
+                code: 1,
+                unsigned: false,
+            })],
+        };
+        let mut execute = vec![0x17, 7, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 8, 0];
+        execute.extend_from_slice(&(-2i64).to_le_bytes());
+        let want = retype.execute(&execute).unwrap();
+        assert_eq!(want.len(), execute.len() - 7);
+        let (query, ping) = (packet(0, b"\x03SELECT 1"), packet(0, b"\x0e"));
+        let stream = [query.clone(), packet(0, &execute), ping.clone()].concat();
+        let expected = [query.clone(), packet(0, &want), ping.clone()].concat();
+        for step in 1..stream.len() {
+            let mut side = Side::new(tokio::io::empty());
+            let mut answers = Answers::new(wire::Framing {
+                deprecate_eof: true,
+                cache_metadata: false,
+            });
+            let mut pending = Some(retype.clone());
+            let mut sent = Vec::new();
+            for piece in stream.chunks(step) {
+                side.buf.extend_from_slice(piece);
+                loop {
+                    let mut apply = |p: &[u8]| pending.take()?.execute(p);
+                    let run = client_bytes(&mut side, &mut answers, Some(&mut apply));
+                    sent.extend_from_slice(&side.buf[..run.out]);
+                    side.buf.advance(run.used);
+                    if run.used == 0 || side.buf.is_empty() {
+                        break;
+                    }
+                }
+                assert!(side.wanted <= 4 + execute.len(), "step {step}");
+            }
+            assert_eq!(sent, expected, "step {step}");
+        }
+        // Long data first: the execute lacks a value, and goes as it is.
+        let long_data = packet(0, b"\x18\x07\x00\x00\x00\x00\x00data");
+        let stream = [long_data, packet(0, &execute)].concat();
+        let mut side = Side::new(tokio::io::empty());
+        let mut answers = Answers::new(wire::Framing {
+            deprecate_eof: true,
+            cache_metadata: false,
+        });
+        let mut pending = Some(retype.clone());
+        let mut apply = |p: &[u8]| match p.first() {
+            Some(0x18) => pending.take().and(None),
+            _ => pending.take()?.execute(p),
+        };
+        side.buf.extend_from_slice(&stream);
+        let run = client_bytes(&mut side, &mut answers, Some(&mut apply));
+        assert_eq!((run.out, run.used), (stream.len(), stream.len()));
+        // Nothing pending: as it came.
+        let mut side = Side::new(tokio::io::empty());
+        let mut answers = Answers::new(wire::Framing {
+            deprecate_eof: true,
+            cache_metadata: false,
+        });
+        side.buf.extend_from_slice(&stream);
+        let run = client_bytes(&mut side, &mut answers, None);
+        assert_eq!((run.out, run.used), (stream.len(), stream.len()));
+        // An execute's bytes in a continuation (sequence 1): passed on.
+        let mut apply = |_: &[u8]| -> Option<Vec<u8>> { panic!("not an execute") };
+        side.buf.clear();
+        side.buf.extend_from_slice(&packet(1, &execute));
+        let run = client_bytes(&mut side, &mut answers, Some(&mut apply));
+        assert_eq!(run.used, 4 + execute.len());
     }
 }

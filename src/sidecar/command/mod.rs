@@ -36,6 +36,7 @@ use crate::translate::results::RowFormat;
 use crate::translate::sql_text::{Charset, Dialect};
 use crate::translate::statement::Answers;
 use crate::translate::to_mysql;
+use crate::translate::well_formed::Strings;
 use crate::translate::{out_params, params, statement};
 
 use super::budget::ConnectionBudget;
@@ -322,6 +323,12 @@ impl<S> CommandPhase<S> {
             .dialect(Charset::from_collation(self.collation))
     }
 
+    /// How the backend checks this connection's strings.
+    fn strings(&self) -> Strings {
+        self.session
+            .strings(Strings::from_collation(self.collation))
+    }
+
     pub fn ok(&self, out: &mut Packets) -> Next {
         response::ok(out, self.caps, 0, 0, self.session.status(), 0, "");
         Next::Continue
@@ -501,21 +508,24 @@ impl<S> CommandPhase<S> {
         let read = stmt.params.read(params);
         // The long data is consumed, whatever the outcome.
         stmt.settle();
-        let binds = match read.and_then(params::bind_variables) {
-            Ok(b) => b,
-            Err(e) => {
-                response::err(out, &e);
-                return Step::Answered(Next::Continue);
-            }
-        };
+        let binds =
+            match read.and_then(|values| params::bind_variables(values, stmt.params.types())) {
+                Ok(b) => b,
+                Err(e) => {
+                    response::err(out, &e);
+                    return Step::Answered(Next::Continue);
+                }
+            };
         // As in MySQL, the cursor flag on a statement without a result set
         // (or a CALL, whose prepare reports no columns) is ignored.
         let cursor = (cursor && stmt.columns > 0).then_some(id);
         let call_of = out_params::called_routine(&stmt.sql);
+        let (is_call, float_columns, sql) =
+            (call_of.is_some(), stmt.float_columns, stmt.sql.clone());
         let prepared =
-            statements::needs_backend_prepare(call_of.is_some(), stmt.float_columns, &binds);
+            statements::needs_backend_prepare(is_call, float_columns, &binds, self.strings());
         Step::Execute(Execute {
-            sql: stmt.sql.clone(),
+            sql,
             binds,
             format: RowFormat::Binary,
             cursor,

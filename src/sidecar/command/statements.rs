@@ -11,6 +11,7 @@ use crate::mysql::MysqlError;
 use crate::mysql::params::{ParamType, StatementParams};
 use crate::mysql::temporal::DateTime;
 use crate::sidecar::budget::{Charge, ConnectionBudget};
+use crate::translate::well_formed::Strings;
 
 /// What keeping a statement costs besides its text and parameter types:
 /// its place in the table, its parameter state, its id. A guess on the
@@ -164,16 +165,20 @@ impl Statements {
 /// columns (their text has ~6 digits), FLOAT and DOUBLE parameters (a
 /// literal is a DOUBLE of another length), DATETIME/TIMESTAMP/TIME ones
 /// (a parameter is nullable, a literal is not; zero and invalid dates),
-/// and a zero DATE, which no literal can say. Everything else is exact as
-/// literals and text.
+/// a zero DATE, which no literal can say, and a string that is not surely
+/// a valid string of the connection's character set (`strings`), whose
+/// introducer literal the server would refuse (1300) where it takes the
+/// parameter as sent. Everything else is exact as literals and text.
 pub fn needs_backend_prepare(
     is_call: bool,
     float_columns: bool,
     binds: &HashMap<String, BindVariable>,
+    strings: Strings,
 ) -> bool {
     let needs = |v: &BindVariable| match Type::try_from(v.r#type) {
         Ok(Type::Float32 | Type::Float64 | Type::Datetime | Type::Timestamp | Type::Time) => true,
         Ok(Type::Date) => DateTime::is_zero_in_date(&v.value),
+        Ok(Type::Varchar) => !strings.surely_valid(&v.value),
         _ => false,
     };
     is_call || float_columns || binds.values().any(needs)
@@ -207,9 +212,9 @@ mod tests {
             (Type::Date, "2024-02-29"),
             (Type::Date, "2023-02-29"),
         ]);
-        assert!(!needs_backend_prepare(false, false, &exact));
-        assert!(needs_backend_prepare(true, false, &exact));
-        assert!(needs_backend_prepare(false, true, &exact));
+        assert!(!needs_backend_prepare(false, false, &exact, Strings::Gbk));
+        assert!(needs_backend_prepare(true, false, &exact, Strings::Gbk));
+        assert!(needs_backend_prepare(false, true, &exact, Strings::Gbk));
         for (ty, value) in [
             (Type::Float32, "1e0"),
             (Type::Float64, "1e0"),
@@ -220,9 +225,24 @@ mod tests {
             (Type::Date, "2024-00-10"),
         ] {
             assert!(
-                needs_backend_prepare(false, false, &binds(&[(ty, value)])),
+                needs_backend_prepare(false, false, &binds(&[(ty, value)]), Strings::Utf8mb4),
                 "{ty:?} {value}"
             );
         }
+        // A string: as the connection's character set checks it.
+        let text = binds(&[(Type::Varchar, "中")]);
+        assert!(!needs_backend_prepare(
+            false,
+            false,
+            &text,
+            Strings::Utf8mb4
+        ));
+        assert!(needs_backend_prepare(false, false, &text, Strings::Gbk));
+        assert!(needs_backend_prepare(
+            false,
+            false,
+            &text,
+            Strings::AsciiOnly
+        ));
     }
 }

@@ -439,6 +439,29 @@ public class Matrix {
                 out.put("stored", resultSet(rs));
             }
         }
+        // Parameters prepared at the backend keep the driver's types: a
+        // TINY, a SHORT and an INT beside a FLOAT (which has the statement
+        // prepared there) are columns of those types; a DATE argument of a
+        // CALL is a DATE in the procedure's VARCHAR.
+        try (PreparedStatement ps = c.prepareStatement("SELECT ? AS b, ? AS s, ? AS i, ? AS f")) {
+            ps.setByte(1, (byte) -1);
+            ps.setShort(2, (short) 300);
+            ps.setInt(3, 7);
+            ps.setFloat(4, 0.5f);
+            try (ResultSet rs = ps.executeQuery()) {
+                out.put("integer_widths", resultSet(rs));
+            }
+        }
+        String p = prefix + "_date_text";
+        exec(c, "DROP PROCEDURE IF EXISTS " + p,
+                "CREATE PROCEDURE " + p + "(IN v VARCHAR(40)) SELECT v, LENGTH(v) AS n");
+        try (PreparedStatement ps = c.prepareStatement("CALL " + p + "(?)")) {
+            ps.setDate(1, java.sql.Date.valueOf("2024-01-02"));
+            ps.execute();
+            try (ResultSet rs = ps.getResultSet()) {
+                out.put("date_argument", resultSet(rs));
+            }
+        }
         return out;
     }
 
