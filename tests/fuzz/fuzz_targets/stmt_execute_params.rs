@@ -46,7 +46,7 @@ fuzz_target!(|data: &[u8]| {
                 usize::from(count),
                 "one value per placeholder"
             );
-            let Ok(vars) = bind_variables(values) else {
+            let Ok(vars) = bind_variables(values, params.types()) else {
                 continue;
             };
             // On to the gateway: whatever the values, each stays in its
