@@ -94,6 +94,9 @@ fn main() -> ExitCode {
         // the runtime start below).
         unsafe { myquic::gateway::retained_memory::bound() };
     }
+    if matches!(cli.command, Command::Sidecar(_)) {
+        myquic::sidecar::retained_memory::bound();
+    }
     telemetry::init(cli.log_format, "info");
     let file = match cli.config.as_deref().map(config::File::read).transpose() {
         Ok(file) => file,

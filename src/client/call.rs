@@ -696,7 +696,7 @@ impl ExecuteStream {
                         None => Ok(None),
                     };
                 }
-                let message = decode_without_session(&payload[..])
+                let message = decode_without_session(payload.clone())
                     .map_err(|e| CallError::Protocol(format!("undecodable message: {e}")))?;
                 let session =
                     extract_session(&payload, SESSION_FIELD).map_err(CallError::Protocol)?;

@@ -5,6 +5,8 @@
 //! into `ExecuteResponse.session`, which nobody reads, cost every point
 //! select a full `Session` decode (its strings and system-variable map).
 
+use bytes::Bytes;
+
 use crate::api::pb;
 
 /// `psdb.v1alpha1.ExecuteResponse` without field 1 (`session`), which
@@ -18,16 +20,40 @@ struct WithoutSession {
 }
 
 /// Decodes a streamed message; its `session` is left `None`.
+///
+/// Decoded from the payload's `Bytes`, so each row's `values` is a view of
+/// the payload, not an allocation and a copy of its own (250 of each per
+/// medium SELECT): rows are written to the client and dropped with the
+/// message. The fields are copied out, as they were: a result set's, a
+/// cursor's or a prepared statement's columns outlive their message, which
+/// a view would keep whole (up to 256 KiB) for as long.
 pub(super) fn decode_without_session(
-    payload: &[u8],
+    payload: Bytes,
 ) -> Result<pb::ExecuteResponse, prost::DecodeError> {
-    let WithoutSession { result, error } = prost::Message::decode(payload)?;
+    let WithoutSession { mut result, error } = prost::Message::decode(payload)?;
+    if let Some(result) = &mut result {
+        result.fields.iter_mut().for_each(own_field);
+    }
     Ok(pb::ExecuteResponse {
         session: None,
         result,
         error,
         timing: 0.0,
     })
+}
+
+/// `field` with its bytes in allocations of their own.
+fn own_field(field: &mut pb::Field) {
+    for bytes in [
+        &mut field.name,
+        &mut field.table,
+        &mut field.org_table,
+        &mut field.database,
+        &mut field.org_name,
+        &mut field.extended_metadata,
+    ] {
+        *bytes = Bytes::copy_from_slice(bytes);
+    }
 }
 
 #[cfg(test)]
@@ -60,7 +86,7 @@ mod tests {
             }),
             timing: 0.0,
         };
-        let decoded = decode_without_session(&full.encode_to_vec()).unwrap();
+        let decoded = decode_without_session(full.encode_to_vec().into()).unwrap();
         assert_eq!(
             decoded,
             pb::ExecuteResponse {
@@ -68,6 +94,48 @@ mod tests {
                 ..full
             }
         );
-        assert!(decode_without_session(&[0x12, 0x05, 0x08]).is_err());
+        assert!(decode_without_session(Bytes::from_static(&[0x12, 0x05, 0x08])).is_err());
+    }
+
+    /// Rows are views of the payload, so no allocation per row; the
+    /// fields, which may outlive the message, are copies of their own.
+    #[test]
+    fn rows_are_views_of_the_payload_and_fields_are_not() {
+        let full = pb::ExecuteResponse {
+            result: Some(pb::QueryResult {
+                fields: vec![pb::Field {
+                    name: b"c".to_vec().into(),
+                    table: b"t".to_vec().into(),
+                    org_table: b"t0".to_vec().into(),
+                    database: b"d".to_vec().into(),
+                    org_name: b"c0".to_vec().into(),
+                    extended_metadata: b"\x01\x04json".to_vec().into(),
+                    ..Default::default()
+                }],
+                rows: vec![pb::Row {
+                    lengths: vec![5, -1, 0],
+                    values: b"hello".to_vec().into(),
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let payload = Bytes::from(full.encode_to_vec());
+        let within = |b: &Bytes| payload.as_ptr_range().contains(&b.as_ptr());
+        let decoded = decode_without_session(payload.clone()).unwrap();
+        assert_eq!(decoded.result, full.result);
+        let result = decoded.result.unwrap();
+        assert!(within(&result.rows[0].values));
+        let field = &result.fields[0];
+        for bytes in [
+            &field.name,
+            &field.table,
+            &field.org_table,
+            &field.database,
+            &field.org_name,
+            &field.extended_metadata,
+        ] {
+            assert!(!within(bytes), "{bytes:?} is a view of the message");
+        }
     }
 }

@@ -16,7 +16,8 @@
 //! - [`registry`]: live connections by id, for `KILL`;
 //! - [`drain`]: the graceful shutdown, and the health and metrics the
 //!   admin endpoint reports;
-//! - [`errors`]: every error the sidecar itself tells a client.
+//! - [`errors`]: every error the sidecar itself tells a client;
+//! - [`retained_memory`]: when freed memory goes back to the system.
 
 pub mod budget;
 mod command;
@@ -28,6 +29,7 @@ pub mod io;
 pub mod known_logins;
 pub mod login;
 pub mod registry;
+pub mod retained_memory;
 pub mod session;
 pub mod upstreams;
 

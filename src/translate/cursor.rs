@@ -83,7 +83,13 @@ impl Cursor {
         }
         for row in &result.rows {
             self.buffered += row.values.len();
-            self.rows.push_back(row.clone());
+            // A copy, not a view of the message: a row held here would
+            // keep its whole message (up to 256 KiB) for as long, beyond
+            // what `buffered` counts.
+            self.rows.push_back(pb::Row {
+                lengths: row.lengths.clone(),
+                values: bytes::Bytes::copy_from_slice(&row.values),
+            });
         }
         Ok(())
     }
@@ -303,5 +309,31 @@ mod tests {
         };
         assert_eq!(cursor.push(&second).unwrap_err().code, 1105);
         assert!(cursor.is_complete());
+    }
+
+    /// Held rows are copies: a view would keep its whole message alive
+    /// beyond what `buffered` counts.
+    #[test]
+    fn held_rows_are_copies_of_their_own() {
+        let message = bytes::Bytes::from(vec![b'x'; 4096]);
+        let mut cursor = Cursor::open(
+            CapabilityFlags::empty(),
+            ColumnStyle::Mysql,
+            vec![pb::Field::default()],
+            StatusFlags::empty(),
+            &mut Packets::default(),
+        );
+        let result = pb::QueryResult {
+            rows: vec![pb::Row {
+                lengths: vec![3],
+                values: message.slice(10..13),
+            }],
+            ..Default::default()
+        };
+        cursor.push(&result).unwrap();
+        let held = &cursor.rows[0].values;
+        assert_eq!(held, &b"xxx"[..]);
+        assert!(!message.as_ptr_range().contains(&held.as_ptr()));
+        assert_eq!(cursor.buffered(), 3);
     }
 }

@@ -29,6 +29,14 @@ use super::client::{ClientError, Outgoing};
 /// The largest response header block taken (hyper's client default).
 const MAX_HEADER_LIST: u32 = 16 << 10;
 
+/// The largest DATA frame the gateway may send us (HTTP/2's default is
+/// 16 KiB). Each frame is a write of its own at the gateway (h2 holds one
+/// DATA frame at a time), so a 50 KB answer left as four frames took four
+/// `writev`s there and as many wake-ups here. A psdb message is whole
+/// before it is decoded anyway, so a frame up to a row batch's usual size
+/// (256 KiB) delays nothing; h2 buffers at most one frame while reading.
+const MAX_FRAME: u32 = 256 << 10;
+
 /// Windows and limits of one connection.
 pub(super) struct Settings {
     pub stream_window: u32,
@@ -55,6 +63,7 @@ where
         .initial_window_size(settings.stream_window)
         .initial_connection_window_size(settings.connection_window)
         .max_header_list_size(MAX_HEADER_LIST)
+        .max_frame_size(MAX_FRAME)
         .max_concurrent_reset_streams(settings.reset_streams)
         // h2 answers each frame for a stream it has forgotten with
         // RST_STREAM and, after 1024 such answers in a connection's life

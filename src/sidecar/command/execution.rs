@@ -115,6 +115,16 @@ impl<S> CommandPhase<S> {
             }
             return Flow::Cursor(NewCursor { id, cursor, failed });
         }
+        // The rows' packets in one allocation, rather than in a buffer
+        // doubled from 1 KiB (seven moves of a 50 KB answer); a hint: a
+        // text cell's length takes one byte below 251.
+        out.buf.reserve(
+            result
+                .rows
+                .iter()
+                .map(|row| 4 + row.values.len() + row.lengths.len())
+                .sum(),
+        );
         match exec.writer.message(&result, out) {
             Ok(()) => Flow::More,
             Err(e) => {
