@@ -26,12 +26,6 @@ use crate::transport::link::Link;
 
 use super::backend::{Flow, ResultSink, Summary};
 
-/// A result set's first rows leave once they reach this size (or the
-/// target, if smaller), not the target: the client decodes and writes
-/// them while the rest are read, rather than after the last (the
-/// fields' message goes with them). Later batches wait for the target.
-const FIRST_BATCH: usize = 16 << 10;
-
 pub struct StreamSink {
     codec: Codec,
     encoding: Encoding,
@@ -59,13 +53,6 @@ pub struct StreamSink {
     json_rows: Vec<pb::Row>,
     /// The batch's rows' size, as `row_size` counts it.
     pending_bytes: usize,
-    /// The open batch is its result set's first ([`FIRST_BATCH`]).
-    first_batch: bool,
-    /// Where the open batch started in `out`, and how much the last
-    /// one took: the next reserves as much at its start, rather than
-    /// growing `out` by doubling.
-    batch_start: usize,
-    last_batch: usize,
     /// The client went away: the rest of the result is discarded.
     closed: bool,
     /// The client takes names and messages that are not UTF-8
@@ -95,9 +82,6 @@ impl StreamSink {
             batch: None,
             json_rows: Vec::new(),
             pending_bytes: 0,
-            first_batch: true,
-            batch_start: 0,
-            last_batch: 0,
             closed: false,
             raw_text: false,
         }
@@ -141,7 +125,6 @@ impl StreamSink {
     pub async fn flush(&mut self) {
         self.pending_bytes = 0;
         if let Some(batch) = self.batch.take() {
-            self.last_batch = self.out.len() - self.batch_start;
             let (link, near_rtt) = (&self.link, self.near_rtt);
             let sent = batch.close(&mut self.out, self.encoding, self.compress_min, || {
                 effort_within(link.estimate(), near_rtt)
@@ -239,7 +222,6 @@ impl ResultSink for StreamSink {
     async fn fields(&mut self, fields: Vec<pb::Field>) -> Flow {
         // Each result set starts with a message carrying its fields.
         self.flush().await;
-        self.first_batch = true;
         let message = pb::ExecuteResponse {
             result: Some(pb::QueryResult {
                 fields,
@@ -289,34 +271,16 @@ impl ResultSink for StreamSink {
             return Flow::Discard;
         }
         self.pending_bytes += cells_size(row);
-        let limit = if self.first_batch {
-            self.target.min(FIRST_BATCH)
-        } else {
-            self.target
-        };
         if self.codec == Codec::Proto {
             // Straight into the message the rows leave in.
-            if self.batch.is_none() {
-                // A batch ends a row past its limit: a quarter more, and
-                // no more than that however large the last row was.
-                let most = limit + limit / 4;
-                let room = if self.first_batch {
-                    most
-                } else {
-                    self.last_batch.min(most)
-                };
-                self.out.reserve(room);
-                self.batch_start = self.out.len();
-                self.batch = Some(RowBatch::open(&mut self.out));
-            }
-            if let Some(batch) = &mut self.batch {
-                batch.push(&mut self.out, row);
-            }
+            let out = &mut self.out;
+            self.batch
+                .get_or_insert_with(|| RowBatch::open(out))
+                .push(out, row);
         } else {
             self.json_rows.push(pack(row));
         }
-        if self.pending_bytes >= limit {
-            self.first_batch = false;
+        if self.pending_bytes >= self.target {
             self.flush().await;
             // A full batch goes out now, however well it compressed: the
             // target counts the rows' bytes, and a result of repetitive
@@ -376,9 +340,9 @@ mod tests {
         assert_eq!(chunks(true, 1).await, vec![1, 1, 1, 1, 1]);
     }
 
-    /// Streams a first batch and 8 full ones of compressible rows through a
-    /// sink on `link` to a reader that takes every chunk; returns each row
-    /// message's compressed flag, in order.
+    /// Streams 8 batches of compressible rows through a sink on `link` to a
+    /// reader that takes every chunk; returns each row message's compressed
+    /// flag, in order.
     async fn row_flags(link: Link) -> Vec<bool> {
         let (tx, mut rx) = mpsc::channel::<Bytes>(2);
         let target = 64 << 10;
@@ -398,7 +362,7 @@ mod tests {
         let mut sink = StreamSink::new(Codec::Proto, Encoding::Zstd, 1024, target, tx).link(link);
         sink.fields(vec![pb::Field::default()]).await;
         let value: Vec<u8> = (0..1000u32).map(|i| (i % 7) as u8 + b'a').collect();
-        for _ in 0..FIRST_BATCH / 1000 + 1 + 8 * (target / 1000 + 1) {
+        for _ in 0..8 * (target / 1000 + 1) {
             sink.row(&vec![Some(value.clone())]).await;
         }
         sink.finish(None, None).await;
@@ -413,13 +377,13 @@ mod tests {
         let fast = near();
         fast.record_drain(1 << 30, std::time::Duration::from_millis(1));
         let flags = row_flags(fast).await;
-        assert_eq!(flags, vec![false; 9]);
+        assert_eq!(flags, vec![false; 8]);
         let slow = near();
         slow.record_drain(1 << 20, std::time::Duration::from_secs(1));
         let flags = row_flags(slow).await;
-        assert_eq!(flags, vec![true; 9]);
+        assert_eq!(flags, vec![true; 8]);
         // Nothing known: the default level.
-        assert_eq!(row_flags(Link::default()).await, vec![true; 9]);
+        assert_eq!(row_flags(Link::default()).await, vec![true; 8]);
     }
 
     /// A stream that had to wait for the transport records how fast it
@@ -454,40 +418,6 @@ mod tests {
                 sent < target / 8,
                 "batch {batch} was not compressed: {sent} bytes"
             );
-        }
-    }
-
-    /// Each result set's first rows leave once they reach
-    /// [`FIRST_BATCH`], with its fields, long before the target; the
-    /// rest wait for the target (or the set's end).
-    #[tokio::test]
-    async fn a_result_sets_first_rows_go_out_early() {
-        let (tx, mut rx) = mpsc::channel(64);
-        let target = 256 << 10;
-        let mut sink = StreamSink::new(Codec::Proto, Encoding::Identity, 1024, target, tx);
-        let value = vec![b'x'; 100];
-        fn sent(rx: &mut mpsc::Receiver<Bytes>) -> Vec<usize> {
-            let mut chunks = Vec::new();
-            while let Ok(chunk) = rx.try_recv() {
-                chunks.push(chunk.len());
-            }
-            chunks
-        }
-        for set in 0..2 {
-            sink.fields(vec![pb::Field::default()]).await;
-            let mut rows = 0;
-            while sent(&mut rx).is_empty() {
-                sink.row(&vec![Some(value.clone()), None]).await;
-                rows += 1;
-                assert!(rows * 100 <= 2 * FIRST_BATCH, "set {set}: held back");
-            }
-            assert!(rows * 108 >= FIRST_BATCH, "set {set}: {rows} rows only");
-            for _ in 0..2 * FIRST_BATCH / 100 {
-                sink.row(&vec![Some(value.clone()), None]).await;
-            }
-            assert!(sent(&mut rx).is_empty(), "set {set}: later rows wait");
-            sink.end(Summary::default()).await;
-            assert_eq!(sent(&mut rx).len(), 1, "set {set}: its end sends the rest");
         }
     }
 }

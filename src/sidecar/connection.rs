@@ -37,13 +37,6 @@ const CLOSE_SESSION_TIMEOUT: std::time::Duration = std::time::Duration::from_sec
 /// Packets are written to the client once this much is buffered.
 const WRITE_CHUNK: usize = 64 * 1024;
 
-/// Packets are written to the client once this much is buffered and the
-/// next message has not arrived yet: the client reads the first rows
-/// while the rest are on their way (a gateway sends a result's first rows
-/// early), rather than after the last. Smaller answers, which arrive
-/// whole, still leave in one write with their ending.
-const EARLY_WRITE: usize = 8 * 1024;
-
 pub struct Connection {
     io: Framed,
     shared: Arc<Shared>,
@@ -589,51 +582,24 @@ impl Connection {
             let next = {
                 let pending = stream.next();
                 tokio::pin!(pending);
-                // Rows buffered: written now if the next message is not
-                // here yet (polled once; kept, not lost, if it is not).
-                // A client that hung up is not written to before
-                // WRITE_CHUNK (see above).
-                let mut ready = None;
-                if !hung_up && (EARLY_WRITE..WRITE_CHUNK).contains(&out.buf.len()) {
-                    ready = Some(pending.as_mut().now_or_never());
-                }
-                if out.buf.len() >= WRITE_CHUNK || matches!(ready, Some(None)) {
-                    if let Err(e) = buffered.set(out.buf.len()) {
-                        // As a server that cannot allocate a row's buffer:
-                        // the statement ends in an error (dropping the
-                        // stream cancels it upstream); the connection goes
-                        // on.
-                        self.core.execution_stopped(exec, &e.process_refused(), out);
-                        return if hung_up { Next::Close } else { Next::Continue };
-                    }
-                    if hung_up || self.io.write(out).await.is_err() {
-                        // Dropping the stream cancels the statement upstream.
-                        return Next::Close;
-                    }
-                    let _ = buffered.set(0);
-                }
-                if let Some(Some(m)) = ready {
-                    m
-                } else {
-                    loop {
-                        // Biased: a connection killed (or cut by the drain) while
-                        // its statement is also cancelled answers as killed, the
-                        // same every time. Returning drops the stream, which
-                        // kills the statement upstream; the session is closed
-                        // (rolled back) after the command loop.
-                        tokio::select! {
-                            biased;
-                            () = handle.kill.notified() => {
-                                return self.stopped(Stopped::Killed, exec, out);
-                            }
-                            () = cancelled.as_mut() => {
-                                return self.stopped(Stopped::Cancelled, exec, out);
-                            }
-                            _ = self.io.hangup(), if !hung_up => {
-                                hung_up = true;
-                            }
-                            m = &mut pending => break m,
+                loop {
+                    // Biased: a connection killed (or cut by the drain) while
+                    // its statement is also cancelled answers as killed, the
+                    // same every time. Returning drops the stream, which
+                    // kills the statement upstream; the session is closed
+                    // (rolled back) after the command loop.
+                    tokio::select! {
+                        biased;
+                        () = handle.kill.notified() => {
+                            return self.stopped(Stopped::Killed, exec, out);
                         }
+                        () = cancelled.as_mut() => {
+                            return self.stopped(Stopped::Cancelled, exec, out);
+                        }
+                        _ = self.io.hangup(), if !hung_up => {
+                            hung_up = true;
+                        }
+                        m = &mut pending => break m,
                     }
                 }
             };
@@ -645,6 +611,20 @@ impl Connection {
                 },
                 Ok(None) => break,
                 Err(e) => return self.core.execution_failed(exec, &e, out),
+            }
+            if out.buf.len() >= WRITE_CHUNK {
+                if let Err(e) = buffered.set(out.buf.len()) {
+                    // As a server that cannot allocate a row's buffer: the
+                    // statement ends in an error (dropping the stream
+                    // cancels it upstream); the connection goes on.
+                    self.core.execution_stopped(exec, &e.process_refused(), out);
+                    return if hung_up { Next::Close } else { Next::Continue };
+                }
+                if hung_up || self.io.write(out).await.is_err() {
+                    // Dropping the stream cancels the statement upstream.
+                    return Next::Close;
+                }
+                let _ = buffered.set(0);
             }
         }
         let next = self.core.finish_execution(exec, out);
