@@ -104,7 +104,15 @@ fn main() -> ExitCode {
     };
     let env = Env::from_process();
     // Built once the role's configuration says how many threads it wants.
+    // One thread: a current-thread runtime, so that nothing crosses
+    // between a worker and the thread that runs `block_on`.
     let runtime = |worker_threads: usize| {
+        if worker_threads == 1 {
+            return tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a tokio runtime");
+        }
         let mut builder = tokio::runtime::Builder::new_multi_thread();
         if worker_threads > 0 {
             builder.worker_threads(worker_threads);
@@ -113,7 +121,9 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Gateway(args) => match config::load(&args.flags, &env, file.as_ref()) {
-            Ok(config) => runtime(0).block_on(gateway(config, args.check_config)),
+            Ok(config) => {
+                runtime(config.worker_threads).block_on(gateway(config, args.check_config))
+            }
             Err(e) => config_error(&e),
         },
         Command::Sidecar(args) => match config::load(&args.flags, &env, file.as_ref()) {

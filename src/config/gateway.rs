@@ -27,6 +27,14 @@ pub struct GatewayConfig {
     /// `reno`, …), set on the listener and so on every accepted
     /// connection; unset: the host's default.
     pub tcp_congestion: Option<TcpCongestion>,
+    /// Threads of the runtime that serves every connection; 0: one per
+    /// CPU core. 1 runs everything on one thread (a tokio current-thread
+    /// runtime): a gateway given one core, or sharing a small host, then
+    /// makes no cross-thread wake-ups — over HTTP/3 quinn's endpoint and
+    /// connection tasks and the request's task woke each other across the
+    /// workers, 8–13 context switches and ~5 `futex` per 50 KB answer
+    /// against ~4 and none (`benches/results/profiles/gateway.md`).
+    pub worker_threads: usize,
     /// Health checks, metrics and `/quitquitquit`.
     pub admin: AdminConfig,
     pub drain: GatewayDrain,
@@ -286,6 +294,7 @@ impl Default for GatewayConfig {
             timeouts: Timeouts::default(),
             congestion: Congestion::default(),
             tcp_congestion: None,
+            worker_threads: 0,
             admin: AdminConfig::with_port(9902),
             drain: GatewayDrain::default(),
         }

@@ -34,7 +34,10 @@ pub struct SidecarConfig {
     pub login_timeout: Duration,
     /// Threads of the runtime that serves the clients and the gateway
     /// connection; 0: one per CPU core. A sidecar beside one app may be
-    /// capped at one core this way. (Issue 15's measurements of CPU per
+    /// capped at one core this way: 1 is a tokio current-thread runtime
+    /// (a multi-thread runtime of one worker still hands every task
+    /// between that worker and the main thread: half the HTTP/3 throughput
+    /// at 32 clients in `benches/results/profiles/sidecar.md`). (Issue 15's measurements of CPU per
     /// query with one thread were mixed: 79–90 → 73–76 µs on one build,
     /// no change on the next, within this machine's noise.)
     pub worker_threads: usize,
