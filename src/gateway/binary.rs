@@ -45,12 +45,14 @@ use super::error_text::with_server_bytes;
 use super::extended_metadata::{ParamType, Retype};
 
 /// The text to prepare at the backend and the values of its remaining
-/// `?`s: every argument of a `CALL` (any may be OUT), and temporal values
-/// and strings not surely valid in `charset` of other statements; the
-/// rest are literals.
+/// `?`s: with `all` (the relay follows the connection and puts the
+/// client's types back), every parameter; otherwise every argument of a
+/// `CALL` (any may be OUT), and temporal values and strings not surely
+/// valid in `charset` of other statements, the rest being literals.
 pub fn statement<'a>(
     sql: &'a [u8],
     vars: &HashMap<String, BindVariable>,
+    all: bool,
     dialect: &Dialect,
     charset: &str,
 ) -> Result<(Cow<'a, [u8]>, Params), BindError> {
@@ -58,6 +60,7 @@ pub fn statement<'a>(
     let strings = Strings::from_name(charset);
     let keep = |var: &BindVariable| match Type::try_from(var.r#type) {
         Ok(Type::Tuple) | Err(_) => false,
+        _ if all => true,
         // A zero DATE goes as a DATETIME: stored as the DATE would be,
         // where a string is refused. Others are literals: `DATE'…'`, or an
         // invalid date's string, refused in the same words as directly.
@@ -110,6 +113,8 @@ fn client_type(ty: i32) -> Option<ParamType> {
         Type::Timestamp => (7, false),
         Type::Blob => (252, false),
         Type::Decimal => (246, false),
+        // A client's BIT (the sidecar's VARBINARY of its bytes).
+        Type::Varbinary => (16, false),
         _ => return None,
     };
     Some(ParamType { code, unsigned })
@@ -196,6 +201,41 @@ pub async fn run<S: ResultSink>(
         (Ok(outcome), Ok(())) => Ok(outcome),
     }
 }
+
+/// Runs a client's prepared statement with every parameter kept (`all`,
+/// see [`statement`] with `all`): prepared once per backend connection
+/// and text, and kept in the driver's statement cache (`stmt_cache_size`,
+/// closed when it falls out, cleared when the pool resets the connection
+/// or changes its user), so an execute costs what a text query does.
+/// Where the driver refuses the text before sending anything (it scans
+/// it for `:name` parameters) or the server is at
+/// `max_prepared_stmt_count`, nothing ran: it runs as `literal` (with
+/// literals, [`run`]) instead.
+pub async fn run_cached<S: ResultSink>(
+    conn: &mut Conn,
+    json: JsonLookup<'_>,
+    (sql, all): (&[u8], Params),
+    (literal_sql, literal): (&[u8], Params),
+    sink: &mut S,
+) -> Result<Outcome, BackendError> {
+    let statement = match conn.prep(sql).await {
+        Ok(statement) => statement,
+        Err(mysql_async::Error::Driver(_)) => {
+            return run(conn, json, literal_sql, literal, sink).await;
+        }
+        Err(mysql_async::Error::Server(e)) if e.code == ER_MAX_PREPARED_STMT_COUNT_REACHED => {
+            return run(conn, json, literal_sql, literal, sink).await;
+        }
+        Err(e) => return Err(with_message_bytes(conn, e.into()).await),
+    };
+    match execute(conn, json, &statement, all, sink).await {
+        Err(e) => Err(with_message_bytes(conn, e).await),
+        ran => ran,
+    }
+}
+
+/// MariaDB's refusal of a prepare past `max_prepared_stmt_count`.
+const ER_MAX_PREPARED_STMT_COUNT_REACHED: u16 = 1461;
 
 /// An error whose message is the server's bytes (see
 /// [`with_server_bytes`]), read before the statement is closed (which
@@ -340,7 +380,7 @@ mod tests {
     fn prepared(sql: &str, list: &[(Type, &str)]) -> (String, Vec<Value>) {
         let vars = vars(list);
         let (sql, params) =
-            statement(sql.as_bytes(), &vars, &Dialect::default(), "utf8mb4").unwrap();
+            statement(sql.as_bytes(), &vars, false, &Dialect::default(), "utf8mb4").unwrap();
         (String::from_utf8(sql.into_owned()).unwrap(), params.values)
     }
 
@@ -406,6 +446,7 @@ mod tests {
         let (_, params) = statement(
             b"CALL p(?, ?, ?, ?, ?, ?)",
             &vars,
+            false,
             &Dialect::default(),
             "utf8mb4",
         )
@@ -427,7 +468,7 @@ mod tests {
         // Outside a CALL a narrower integer stays a parameter, as a
         // LONGLONG does.
         let (sql, params) =
-            statement(b"SELECT ?, ?", &vars, &Dialect::default(), "utf8mb4").unwrap();
+            statement(b"SELECT ?, ?", &vars, false, &Dialect::default(), "utf8mb4").unwrap();
         assert_eq!(&sql[..], b"SELECT ?, ?");
         assert_eq!(params.types, [ty(1, false), ty(3, true)]);
     }
@@ -443,9 +484,9 @@ mod tests {
             backslash_escapes: false,
             ..Dialect::default()
         };
-        let (sql, _) = statement(b"SELECT ?, ?", &vars, &nbe, "utf8mb4").unwrap();
+        let (sql, _) = statement(b"SELECT ?, ?", &vars, false, &nbe, "utf8mb4").unwrap();
         assert!(sql.starts_with(b"SELECT ?, _utf8mb4 X'"));
-        let (sql, _) = statement(b"SELECT ?, ?", &vars, &Dialect::default(), "utf8mb4").unwrap();
+        let (sql, _) = statement(b"SELECT ?, ?", &vars, false, &Dialect::default(), "utf8mb4").unwrap();
         assert!(sql.starts_with(b"SELECT ?, _utf8mb4 'a\\\\\\', :x "));
     }
 
@@ -471,13 +512,13 @@ mod tests {
             ),
         ]);
         let (sql, params) =
-            statement(b"SELECT ?, ?, ?", &vars, &Dialect::default(), "gbk").unwrap();
+            statement(b"SELECT ?, ?, ?", &vars, false, &Dialect::default(), "gbk").unwrap();
         assert_eq!(&sql[..], b"SELECT _gbk X'78', ?, _gbk X'D6D0'");
         assert_eq!(params.values, [Value::Bytes(b"\x81\x20".to_vec())]);
         assert_eq!(params.types, [None], "a VAR_STRING, as sent");
         // Valid in latin1: a literal.
         let (sql, params) =
-            statement(b"SELECT ?, ?, ?", &vars, &Dialect::default(), "latin1").unwrap();
+            statement(b"SELECT ?, ?, ?", &vars, false, &Dialect::default(), "latin1").unwrap();
         assert_eq!(
             &sql[..],
             b"SELECT _latin1 X'78', _latin1 X'8120', _latin1 X'D6D0'"
@@ -488,10 +529,10 @@ mod tests {
     #[test]
     fn a_value_that_is_not_its_type_is_refused() {
         let vars = vars(&[(Type::Int64, "1; DROP")]);
-        let e = statement(b"CALL p(?)", &vars, &Dialect::default(), "utf8mb4").unwrap_err();
+        let e = statement(b"CALL p(?)", &vars, false, &Dialect::default(), "utf8mb4").unwrap_err();
         assert_eq!(e.to_mysql().code, 1210);
         let vars = vars_of_time("25:61:00");
-        assert!(statement(b"SELECT ?", &vars, &Dialect::default(), "utf8mb4").is_err());
+        assert!(statement(b"SELECT ?", &vars, false, &Dialect::default(), "utf8mb4").is_err());
     }
 
     fn vars_of_time(text: &str) -> HashMap<String, BindVariable> {
