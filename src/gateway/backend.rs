@@ -622,12 +622,10 @@ pub async fn prepare(
         stmt.params().iter().map(field).collect()
     };
     let params_count = u32::from(stmt.num_params());
-    if sent.is_none() {
-        // Not relayed: executes prepare their own text, with literals.
-        conn.close(stmt).await?;
-    }
-    // Relayed, it stays in the driver's cache: the client's executes of
-    // the same text run it (`binary::run_cached`).
+    // It stays in the driver's cache: the client's executes of the same
+    // text run it (`binary::run_cached`), or, not relayed, read its
+    // columns (`binary::run_unrelayed`, which never runs it: a statement
+    // it runs is its own, closed after).
     Ok(Prepared {
         columns,
         params,

@@ -234,6 +234,36 @@ pub async fn run_cached<S: ResultSink>(
     }
 }
 
+/// Runs a client's prepared statement where the relay does not follow the
+/// connection, bound by [`statement`] without `all`: where no parameter
+/// is kept and it is no `CALL`, text does as well unless a result column
+/// is a FLOAT, which the client's text, prepared once per connection and
+/// text and kept in the driver's cache (never executed: its columns stay
+/// the prepare's), says; then `sql` runs in the text protocol, as before
+/// every execute asked for a prepare. Otherwise as [`run`].
+pub async fn run_unrelayed<S: ResultSink>(
+    conn: &mut Conn,
+    json: JsonLookup<'_>,
+    client_sql: &[u8],
+    (sql, params): (&[u8], Params),
+    sink: &mut S,
+) -> Result<Outcome, BackendError> {
+    let is_call = leading_keyword(sql).is_some_and(|k| k.eq_ignore_ascii_case(b"CALL"));
+    if params.values.is_empty() && !is_call {
+        let float = |c: &Column| c.column_type() == ColumnType::MYSQL_TYPE_FLOAT;
+        match conn.prep(client_sql).await {
+            Ok(stmt) if !stmt.columns().iter().any(float) => {
+                return super::backend::run(conn, json, sql, sink).await;
+            }
+            Ok(_) => {}
+            // Nothing ran; the statement's own prepare answers.
+            Err(mysql_async::Error::Driver(_) | mysql_async::Error::Server(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    run(conn, json, sql, params, sink).await
+}
+
 /// MariaDB's refusal of a prepare past `max_prepared_stmt_count`.
 const ER_MAX_PREPARED_STMT_COUNT_REACHED: u16 = 1461;
 

@@ -392,7 +392,10 @@ impl Rpc {
                         binary::run_cached(conn, json, (&client_sql, all), (&sql, params), sink)
                             .await
                     }
-                    (_, Some(params)) => binary::run(conn, json, &sql, params, sink).await,
+                    (None, Some(params)) => {
+                        binary::run_unrelayed(conn, json, &request.query, (&sql, params), sink)
+                            .await
+                    }
                     (_, None) => backend::run(conn, json, &sql, sink).await,
                 }
             };
