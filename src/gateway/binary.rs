@@ -228,10 +228,31 @@ pub async fn run_cached<S: ResultSink>(
         }
         Err(e) => return Err(with_message_bytes(conn, e.into()).await),
     };
+    if literal.values.is_empty() && only_table_columns(sql, &statement.columns()) {
+        // No column is made of a parameter: literals and text rows answer
+        // the same, and the relay hands text rows over as they come.
+        return super::backend::run(conn, json, literal_sql, sink).await;
+    }
     match execute(conn, json, &statement, all, sink).await {
         Err(e) => Err(with_message_bytes(conn, e).await),
         ran => ran,
     }
+}
+
+/// Whether a statement has result columns, and every one is a table's
+/// column (its definition names the column it is of), none a FLOAT, and
+/// it is no `CALL`: a parameter's type then shows in no column, and text
+/// loses nothing.
+fn only_table_columns(sql: &[u8], columns: &[Column]) -> bool {
+    let is_call = leading_keyword(sql).is_some_and(|k| k.eq_ignore_ascii_case(b"CALL"));
+    !is_call
+        && !columns.is_empty()
+        && columns.iter().all(|c| {
+            !c.schema_ref().is_empty()
+                && !c.org_table_ref().is_empty()
+                && !c.org_name_ref().is_empty()
+                && c.column_type() != ColumnType::MYSQL_TYPE_FLOAT
+        })
 }
 
 /// Runs a client's prepared statement where the relay does not follow the
@@ -516,7 +537,8 @@ mod tests {
         };
         let (sql, _) = statement(b"SELECT ?, ?", &vars, false, &nbe, "utf8mb4").unwrap();
         assert!(sql.starts_with(b"SELECT ?, _utf8mb4 X'"));
-        let (sql, _) = statement(b"SELECT ?, ?", &vars, false, &Dialect::default(), "utf8mb4").unwrap();
+        let (sql, _) =
+            statement(b"SELECT ?, ?", &vars, false, &Dialect::default(), "utf8mb4").unwrap();
         assert!(sql.starts_with(b"SELECT ?, _utf8mb4 'a\\\\\\', :x "));
     }
 
@@ -547,8 +569,14 @@ mod tests {
         assert_eq!(params.values, [Value::Bytes(b"\x81\x20".to_vec())]);
         assert_eq!(params.types, [None], "a VAR_STRING, as sent");
         // Valid in latin1: a literal.
-        let (sql, params) =
-            statement(b"SELECT ?, ?, ?", &vars, false, &Dialect::default(), "latin1").unwrap();
+        let (sql, params) = statement(
+            b"SELECT ?, ?, ?",
+            &vars,
+            false,
+            &Dialect::default(),
+            "latin1",
+        )
+        .unwrap();
         assert_eq!(
             &sql[..],
             b"SELECT _latin1 X'78', _latin1 X'8120', _latin1 X'D6D0'"

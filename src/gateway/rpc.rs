@@ -310,7 +310,7 @@ impl Rpc {
                 &dialect,
                 charset,
             )
-                .map(|(sql, params)| (sql, Some(params)))
+            .map(|(sql, params)| (sql, Some(params)))
         } else {
             bind::substitute(&request.query, &request.bind_variables, &dialect, charset)
                 .map(|sql| (sql, None))

@@ -515,8 +515,7 @@ impl<S> CommandPhase<S> {
         let call_of = out_params::called_routine(&stmt.sql);
         let (is_call, float_columns, sql) =
             (call_of.is_some(), stmt.float_columns, stmt.sql.clone());
-        let prepared =
-            statements::needs_backend_prepare(is_call, float_columns, &binds);
+        let prepared = statements::needs_backend_prepare(is_call, float_columns, &binds);
         Step::Execute(Execute {
             sql,
             binds,
