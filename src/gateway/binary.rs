@@ -585,6 +585,69 @@ mod tests {
     }
 
     #[test]
+    fn with_all_every_parameter_stays_one_in_the_clients_type() {
+        let vars = vars(&[
+            (Type::Int32, "5"),
+            (Type::Varchar, "x'y"),
+            (Type::Decimal, "-1.50"),
+            (Type::Date, "2024-01-02"),
+            (Type::Blob, "\u{0}"),
+            (Type::NullType, ""),
+        ]);
+        let (sql, params) = statement(
+            b"SELECT ?, ?, ?, ?, ?, ?",
+            &vars,
+            true,
+            &Dialect::default(),
+            "utf8mb4",
+        )
+        .unwrap();
+        assert_eq!(&sql[..], b"SELECT ?, ?, ?, ?, ?, ?");
+        assert_eq!(
+            params.values,
+            [
+                Value::Int(5),
+                Value::Bytes(b"x'y".to_vec()),
+                Value::Bytes(b"-1.50".to_vec()),
+                Value::Date(2024, 1, 2, 0, 0, 0, 0),
+                Value::Bytes(b"\0".to_vec()),
+                Value::NULL,
+            ]
+        );
+        let ty = |code| {
+            Some(ParamType {
+                code,
+                unsigned: false,
+            })
+        };
+        assert_eq!(params.types, [ty(3), None, ty(246), ty(10), ty(252), None]);
+    }
+
+    #[test]
+    fn only_columns_of_tables_go_as_text() {
+        let table = |ty| {
+            Column::new(ty)
+                .with_schema(b"db")
+                .with_org_table(b"t")
+                .with_org_name(b"c")
+        };
+        let long = table(ColumnType::MYSQL_TYPE_LONG);
+        let select = b"SELECT c FROM t WHERE c = ?";
+        assert!(only_table_columns(select, &[long.clone(), long.clone()]));
+        assert!(!only_table_columns(select, &[]), "no result set");
+        assert!(!only_table_columns(b"call p(?)", &[long.clone()]));
+        let float = table(ColumnType::MYSQL_TYPE_FLOAT);
+        assert!(!only_table_columns(select, &[long.clone(), float]));
+        // An expression; a derived table's column (no schema).
+        let expr = Column::new(ColumnType::MYSQL_TYPE_LONGLONG);
+        assert!(!only_table_columns(select, &[long.clone(), expr]));
+        let derived = Column::new(ColumnType::MYSQL_TYPE_LONG)
+            .with_org_table(b"d")
+            .with_org_name(b"x");
+        assert!(!only_table_columns(select, &[long, derived]));
+    }
+
+    #[test]
     fn a_value_that_is_not_its_type_is_refused() {
         let vars = vars(&[(Type::Int64, "1; DROP")]);
         let e = statement(b"CALL p(?)", &vars, false, &Dialect::default(), "utf8mb4").unwrap_err();
