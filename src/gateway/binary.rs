@@ -207,10 +207,10 @@ pub async fn run<S: ResultSink>(
 /// and text, and kept in the driver's statement cache (`stmt_cache_size`,
 /// closed when it falls out, cleared when the pool resets the connection
 /// or changes its user), so an execute costs what a text query does.
-/// Where the driver refuses the text before sending anything (it scans
-/// it for `:name` parameters) or the server is at
-/// `max_prepared_stmt_count`, nothing ran: it runs as `literal` (with
-/// literals, [`run`]) instead.
+/// Where the driver would not prepare the text as it is
+/// ([`driver_prepares_as_is`]), refuses it before sending anything, or
+/// the server is at `max_prepared_stmt_count`, nothing ran: it runs as
+/// `literal` (with literals) instead.
 pub async fn run_cached<S: ResultSink>(
     conn: &mut Conn,
     json: JsonLookup<'_>,
@@ -218,6 +218,14 @@ pub async fn run_cached<S: ResultSink>(
     (literal_sql, literal): (&[u8], Params),
     sink: &mut S,
 ) -> Result<Outcome, BackendError> {
+    if !driver_prepares_as_is(sql) {
+        // Text where it can (FLOAT columns of such a statement then have
+        // their text's digits): the driver would scan a literal text too.
+        return match literal.values.is_empty() {
+            true => super::backend::run(conn, json, literal_sql, sink).await,
+            false => run(conn, json, literal_sql, literal, sink).await,
+        };
+    }
     let statement = match conn.prep(sql).await {
         Ok(statement) => statement,
         Err(mysql_async::Error::Driver(_)) => {
@@ -237,6 +245,15 @@ pub async fn run_cached<S: ResultSink>(
         Err(e) => Err(with_message_bytes(conn, e).await),
         ran => ran,
     }
+}
+
+/// Whether mysql_async prepares `sql` as it is: it scans the text for
+/// `:name` parameters (taking a backslash for an escape in a string, which
+/// under NO_BACKSLASH_ESCAPES it is not, so `'a\', ':x'` has a `:x`
+/// outside a string to it) and would prepare the text with each made a
+/// `?`: another statement.
+fn driver_prepares_as_is(sql: &[u8]) -> bool {
+    mysql_common::named_params::ParsedNamedParams::parse(sql).is_ok_and(|p| p.params().is_empty())
 }
 
 /// Whether a statement has result columns, and every one is a table's
@@ -271,6 +288,9 @@ pub async fn run_unrelayed<S: ResultSink>(
 ) -> Result<Outcome, BackendError> {
     let is_call = leading_keyword(sql).is_some_and(|k| k.eq_ignore_ascii_case(b"CALL"));
     if params.values.is_empty() && !is_call {
+        if !driver_prepares_as_is(client_sql) {
+            return super::backend::run(conn, json, sql, sink).await;
+        }
         let float = |c: &Column| c.column_type() == ColumnType::MYSQL_TYPE_FLOAT;
         match conn.prep(client_sql).await {
             Ok(stmt) if !stmt.columns().iter().any(float) => {
@@ -621,6 +641,16 @@ mod tests {
             })
         };
         assert_eq!(params.types, [ty(3), None, ty(246), ty(10), ty(252), None]);
+    }
+
+    #[test]
+    fn texts_the_driver_would_rewrite_are_known() {
+        assert!(driver_prepares_as_is(b"SELECT ?, ':x', \"?\" -- :y"));
+        // Under NO_BACKSLASH_ESCAPES `'a\'` ends; the driver reads on.
+        assert!(!driver_prepares_as_is(
+            b"SELECT 'a\\', ':x' FROM t WHERE ? > 0"
+        ));
+        assert!(!driver_prepares_as_is(b"SELECT :x, ?"));
     }
 
     #[test]
