@@ -134,29 +134,12 @@ fn value_len(driver: u8, rest: &[u8]) -> Option<usize> {
         LONGLONG | DOUBLE => 8,
         DATE | DATETIME | TIMESTAMP | TIME => 1 + usize::from(*rest.first()?),
         VAR_STRING => {
-            let (len, header) = lenenc(rest)?;
+            let (len, header) = super::wire::lenenc(rest)?;
             header.checked_add(usize::try_from(len).ok()?)?
         }
         _ => return None,
     };
     (rest.len() >= len).then_some(len)
-}
-
-/// A length-encoded integer: its value and how many bytes it took.
-fn lenenc(b: &[u8]) -> Option<(u64, usize)> {
-    let int = |n: usize| {
-        let bytes = b.get(1..1 + n)?;
-        let mut v = [0u8; 8];
-        v[..n].copy_from_slice(bytes);
-        Some((u64::from_le_bytes(v), 1 + n))
-    };
-    match *b.first()? {
-        x @ 0..=0xfa => Some((u64::from(x), 1)),
-        0xfc => int(2),
-        0xfd => int(3),
-        0xfe => int(8),
-        _ => None,
-    }
 }
 
 /// The value `value` of the driver's type as a value of the client's:
