@@ -41,6 +41,13 @@ pub struct BackendPacket {
     /// carries, made again only when the limit changes: formatting it was
     /// an allocation per request.
     limit_header: Mutex<Option<(usize, HeaderValue)>>,
+    /// Held by the one request asking the backend: until the value is
+    /// known every request asks, each over a pooled connection that no
+    /// backend share (`shares`) bounds — 160 at a fresh gateway opened
+    /// 160 connections at once, past MariaDB's `max_connections` (its 1040
+    /// to every credential) and its socket's backlog (2013 for a
+    /// statement). The others wait for its answer.
+    asking: tokio::sync::Mutex<()>,
 }
 
 impl BackendPacket {
@@ -62,13 +69,17 @@ impl BackendPacket {
     }
 
     /// The value, asked of the backend over `pool` the first time (within
-    /// `within`). `None` if it does not answer (nothing can be run then
-    /// anyway).
+    /// `within`), by one request at a time. `None` if it does not answer
+    /// (nothing can be run then anyway).
     pub async fn learn(&self, pool: &mysql_async::Pool, within: Duration) -> Option<usize> {
         if let Some(known) = self.get() {
             return Some(known);
         }
         let ask = async {
+            let _asking = self.asking.lock().await;
+            if let Some(known) = self.get() {
+                return Some(known);
+            }
             let mut conn = pool.get_conn().await.ok()?;
             self.query(&mut conn).await
         };
