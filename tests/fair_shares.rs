@@ -19,6 +19,12 @@
 //!   run in seven under load — MariaDB's 1040 to `other`, and 2013 to a
 //!   flood statement whose connection found MariaDB's socket backlog
 //!   full).
+//! - `a_burst_of_new_backend_connections_waits_for_the_backend_to_accept_them`:
+//!   MariaDB with `--back-log=1`, 100 `mariadb` clients at once, straight
+//!   to its socket and through the sidecar: each prints 1 both ways
+//!   (before: through the sidecar, about two thirds got 1158 "Lost
+//!   connection … connection closed", the relay's connect having got
+//!   EAGAIN where the client's blocking connect waits).
 
 mod common;
 
@@ -28,7 +34,8 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use mysql_async::prelude::Queryable;
 
-use common::{Client, MariaDb, Stack, Version, basic};
+use common::sidecar::Chain;
+use common::{Client, LOCAL_PASSWORD, LOCAL_USER, MariaDb, Stack, Version, basic};
 use myquic::api::pb;
 use myquic::api::{Codec, Method};
 use myquic::gateway::packet_limit::BackendPacket;
@@ -104,16 +111,47 @@ async fn a_flood_of_sessions_does_not_refuse_another_credential() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_flood_of_statements_leaves_another_credential_its_share() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    eprintln!("DBG start {:?}", std::time::SystemTime::now());
     let db = MariaDb::start().await;
     let mut root = mysql_async::Conn::new(db.root_opts()).await.unwrap();
+    let mut mon = mysql_async::Conn::new(db.root_opts()).await.unwrap();
     let stack = Stack::start_on(db, |_| {}).await;
     let (app, other) = clients(&stack).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let monitor = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut peak: (usize, String) = (0, String::new());
+            let t0 = Instant::now();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let rows: Vec<(String, String, String, usize)> = mon
+                    .query("SELECT USER, COMMAND, COALESCE(STATE,''), COUNT(*) FROM information_schema.PROCESSLIST GROUP BY 1,2,3")
+                    .await
+                    .unwrap();
+                let total: usize = rows.iter().map(|r| r.3).sum();
+                let tc: Vec<(String, usize)> = mon.query("SHOW GLOBAL STATUS WHERE Variable_name IN ('Threads_connected','Max_used_connections','Connections','Aborted_connects','Connection_errors_max_connections')").await.unwrap();
+                if total >= peak.0 {
+                    peak = (total, format!("{:?} {rows:?} {tc:?}", t0.elapsed()));
+                }
+                if total > 135 {
+                    eprintln!("DBG MON {:?} {total} {rows:?} {tc:?}", t0.elapsed());
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            eprintln!("DBG PEAK {} {}", peak.0, peak.1);
+        })
+    };
     let mut flood: FuturesUnordered<_> = (0..160)
         .map(|_| {
             let app = app.clone();
             tokio::spawn(async move { select_sleep(&app).await })
         })
         .collect();
+    eprintln!("DBG flood spawned {:?}", std::time::SystemTime::now());
     // Event-driven: the flood holds the backend once its statements run.
     let start = Instant::now();
     loop {
@@ -150,6 +188,8 @@ async fn a_flood_of_statements_leaves_another_credential_its_share() {
     while let Some(outcome) = flood.next().await {
         outcomes.push(outcome.unwrap());
     }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    monitor.await.unwrap();
     let ran = outcomes.iter().filter(|o| o.is_ok()).count();
     eprintln!(
         "app: {ran} of 160 ran; refused: {:?}",
@@ -205,4 +245,49 @@ async fn a_burst_asks_the_backend_its_max_allowed_packet_once() {
     let opened = logins(&mut root).await - before;
     assert_eq!(opened, 1, "backend connections opened to ask");
     pool.disconnect().await.unwrap();
+}
+
+/// 100 `mariadb` clients on `socket` at once, each logging in and
+/// running `SELECT 1`: what each printed, or its error.
+async fn logins_at_once(socket: &std::path::Path, user: &str, password: &str) -> Vec<String> {
+    (0..100)
+        .map(|_| {
+            tokio::process::Command::new("mariadb")
+                .arg("--no-defaults")
+                .arg(format!("--socket={}", socket.display()))
+                .arg(format!("--user={user}"))
+                .arg(format!("--password={password}"))
+                .args(["--batch", "--skip-column-names", "-e", "SELECT 1", "app"])
+                .kill_on_drop(true)
+                .output()
+        })
+        .collect::<FuturesUnordered<_>>()
+        .map(|output| {
+            let output = output.expect("mariadb runs");
+            let said = [output.stdout, output.stderr].concat();
+            String::from_utf8_lossy(&said).trim().to_string()
+        })
+        .collect()
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_burst_of_new_backend_connections_waits_for_the_backend_to_accept_them() {
+    // MariaDB's listen queue holds one connection not yet accepted: a
+    // client's blocking connect past it waits, a non-blocking one gets
+    // EAGAIN at once.
+    let db = MariaDb::start_with(common::mariadb::Options {
+        server_args: vec!["--back-log=1".into()],
+        ..Default::default()
+    })
+    .await;
+    let direct_socket = db.socket.clone();
+    let chain = Chain::start_on(Stack::start_on(db, |_| {}).await).await;
+    let direct = logins_at_once(&direct_socket, "app", "app-backend-pw").await;
+    let through = logins_at_once(&chain.socket, LOCAL_USER, LOCAL_PASSWORD).await;
+    assert!(direct.iter().all(|o| o == "1"), "direct: {direct:?}");
+    // Before: "Lost connection to server during query" (2013) for about
+    // two thirds, the relay having dropped the driver's connection when
+    // its connect to the backend got EAGAIN.
+    assert_eq!(through, direct, "through the sidecar");
 }

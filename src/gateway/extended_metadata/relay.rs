@@ -9,6 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -60,7 +61,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
 impl Backend {
     async fn connect(&self) -> io::Result<Box<dyn Stream>> {
         Ok(match self {
-            Self::Unix(path) => Box::new(UnixStream::connect(path).await?),
+            Self::Unix(path) => Box::new(connect_unix(path).await?),
             Self::Tcp(host, port) => {
                 let stream = TcpStream::connect((host.as_str(), *port)).await?;
                 stream.set_nodelay(true)?;
@@ -68,6 +69,39 @@ impl Backend {
             }
         })
     }
+}
+
+/// How long a connect to the backend's unix socket waits for room in its
+/// listen queue: MySQL's `connect_timeout`.
+const BACKLOG_WAIT: Duration = Duration::from_secs(10);
+
+/// Connects to a unix socket as a blocking client's connect does. A
+/// listener whose queue is full — a burst of new backend connections
+/// with MariaDB (`back_log`, 80 by default) behind on accepting them —
+/// fails a non-blocking connect at once with EAGAIN, where libmariadb's
+/// waits until the server accepts; the relay then dropped the driver's
+/// connection, and a statement waiting for it got 2013 without having
+/// been sent. Then a blocking connect on a blocking thread, which the
+/// kernel wakes when there is room, up to [`BACKLOG_WAIT`].
+async fn connect_unix(path: &Path) -> io::Result<UnixStream> {
+    match UnixStream::connect(path).await {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+        done => return done,
+    }
+    let path = path.to_path_buf();
+    let waited = tokio::task::spawn_blocking(move || {
+        use socket2::{Domain, SockAddr, Socket, Type};
+        let socket = Socket::new(Domain::UNIX, Type::STREAM, None)?;
+        // A unix socket's connect waits up to its send timeout.
+        socket.set_write_timeout(Some(BACKLOG_WAIT))?;
+        socket.connect(&SockAddr::unix(&path)?)?;
+        socket.set_write_timeout(None)?;
+        socket.set_nonblocking(true)?;
+        Ok::<_, io::Error>(std::os::unix::net::UnixStream::from(socket))
+    })
+    .await
+    .map_err(io::Error::other)??;
+    UnixStream::from_std(waited)
 }
 
 /// What the relay noted on one connection for the gateway.
