@@ -15,10 +15,9 @@
 //! - `a_burst_asks_the_backend_its_max_allowed_packet_once`: 150
 //!   requests at once before the gateway knows the backend's
 //!   `max_allowed_packet` ask for it over one connection (before: one
-//!   each, outside any share, which made the test above fail about one
-//!   run in seven under load — MariaDB's 1040 to `other`, and 2013 to a
-//!   flood statement whose connection found MariaDB's socket backlog
-//!   full).
+//!   each, outside any share, which made the test above fail 6 runs of
+//!   30 under load — MariaDB's 1040 to `other`, and 2013 to a flood
+//!   statement whose connection found MariaDB's socket backlog full).
 //! - `a_burst_of_new_backend_connections_waits_for_the_backend_to_accept_them`:
 //!   MariaDB with `--back-log=1`, 100 `mariadb` clients at once, straight
 //!   to its socket and through the sidecar: each prints 1 both ways

@@ -81,8 +81,9 @@ const BACKLOG_WAIT: Duration = Duration::from_secs(10);
 /// fails a non-blocking connect at once with EAGAIN, where libmariadb's
 /// waits until the server accepts; the relay then dropped the driver's
 /// connection, and a statement waiting for it got 2013 without having
-/// been sent. Then a blocking connect on a blocking thread, which the
-/// kernel wakes when there is room, up to [`BACKLOG_WAIT`].
+/// been sent. On EAGAIN it connects again, blocking, on a blocking
+/// thread: the kernel wakes it when the server accepts, or at
+/// [`BACKLOG_WAIT`].
 async fn connect_unix(path: &Path) -> io::Result<UnixStream> {
     match UnixStream::connect(path).await {
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
