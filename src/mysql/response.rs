@@ -145,6 +145,19 @@ pub fn eof(out: &mut Packets, caps: CapabilityFlags, status: StatusFlags, warnin
 /// with `CLIENT_DEPRECATE_EOF` (it can carry more than an EOF), else the
 /// classic EOF.
 pub fn end_of_rows(out: &mut Packets, caps: CapabilityFlags, status: StatusFlags, warnings: u16) {
+    end_of_rows_tracked(out, caps, status, warnings, &[]);
+}
+
+/// [`end_of_rows`], reporting session-state changes (`state`) in the OK
+/// of a client that asked for them (the classic EOF has no room: a server
+/// reports them in the next OK).
+pub fn end_of_rows_tracked(
+    out: &mut Packets,
+    caps: CapabilityFlags,
+    status: StatusFlags,
+    warnings: u16,
+    state: &[u8],
+) {
     if caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF) {
         let body = OkBody {
             affected_rows: 0,
@@ -152,7 +165,7 @@ pub fn end_of_rows(out: &mut Packets, caps: CapabilityFlags, status: StatusFlags
             status,
             warnings,
             info: "",
-            state: &[],
+            state,
         };
         out.push(|b| write_ok(b, EOF_HEADER, caps, &body));
     } else {

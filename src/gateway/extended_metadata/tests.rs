@@ -143,7 +143,11 @@ fn several_results_with_eof_packets() {
 /// not a column EOF, a prepare's OK or the login's.
 #[test]
 fn how_each_result_ended_is_noted() {
-    let ending = |status, warnings| Ending { status, warnings };
+    let ending = |status, warnings| Ending {
+        status,
+        warnings,
+        state: None,
+    };
     let warned = |mut p: Vec<u8>, at: usize| {
         p[at] = 3;
         p

@@ -57,8 +57,12 @@ impl ResultWriter {
                 warnings,
             ),
             (State::Held(held), None) => {
-                let status = last_status(status, held.ending());
-                write_held_tracked(out, self.caps, &held, status, warnings, &self.session_state)
+                let ending = held.ending();
+                // The server's own tracking, where the stream carries it;
+                // else what the sidecar rebuilt.
+                let state = ending.state.as_deref().unwrap_or(&self.session_state);
+                let status = last_status(status, ending.clone());
+                write_held_tracked(out, self.caps, &held, status, warnings, state)
             }
             (State::Empty, None) => response::ok_tracked(
                 out,
@@ -81,8 +85,8 @@ impl ResultWriter {
     ) -> Result<(), MysqlError> {
         let ending = Ending::of(result);
         if self.marked_ends && matches!(self.state, State::Open { .. }) {
+            self.result_ended(false, &ending);
             self.state = State::Held(Held::EndOfRows(ending));
-            self.result_ended(false, ending);
             return Ok(());
         }
         match &mut self.state {
@@ -98,7 +102,7 @@ impl ResultWriter {
                         .as_deref()
                         .is_some_and(|routine| out_params::is_out_params(fields, routine)),
                 };
-                *ended = Some(ending);
+                *ended = Some(ending.clone());
                 if maybe && rows.len() == 1 {
                     // Written once the final OK is here: the column EOF
                     // of OUT parameters has its warning count.
@@ -107,7 +111,7 @@ impl ResultWriter {
                 // An ordinary set of the procedure, its column EOF with
                 // the flags the server ended it with.
                 self.release_candidate(false, 0, out)?;
-                self.result_ended(false, ending);
+                self.result_ended(false, &ending);
                 return Ok(());
             }
             // The CALL's final OK follows a one-row candidate: it is the
@@ -129,9 +133,9 @@ impl ResultWriter {
             ),
             insert_id: result.insert_id,
             info: result.info.clone(),
-            ending,
+            ending: ending.clone(),
         });
-        self.result_ended(true, ending);
+        self.result_ended(true, &ending);
         Ok(())
     }
 
@@ -194,6 +198,9 @@ pub(super) fn last_status(session: StatusFlags, ending: Ending) -> StatusFlags {
     session | (ending.status.unwrap_or_default() - OWN_FLAGS)
 }
 
+/// A terminator before a later result, with the session-state changes
+/// the server reported in it (our gateway's relay), as a server writes
+/// them in each result's OK.
 pub(super) fn write_held(
     out: &mut Packets,
     caps: CapabilityFlags,
@@ -201,10 +208,12 @@ pub(super) fn write_held(
     status: StatusFlags,
     warnings: u16,
 ) {
-    write_held_tracked(out, caps, held, status, warnings, &[]);
+    let ending = held.ending();
+    let state = ending.state.as_deref().unwrap_or_default();
+    write_held_tracked(out, caps, held, status, warnings, state);
 }
 
-/// [`write_held`], with session-state changes for an OK (the final one).
+/// [`write_held`], with these session-state changes.
 pub(super) fn write_held_tracked(
     out: &mut Packets,
     caps: CapabilityFlags,
@@ -214,7 +223,7 @@ pub(super) fn write_held_tracked(
     state: &[u8],
 ) {
     match held {
-        Held::EndOfRows(_) => response::end_of_rows(out, caps, status, warnings),
+        Held::EndOfRows(_) => response::end_of_rows_tracked(out, caps, status, warnings, state),
         Held::Ok {
             affected_rows,
             insert_id,
