@@ -17,8 +17,9 @@ use mysql_common::proto::MySerialize;
 use mysql_common::scramble::scramble_native;
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use common::raw_packets::DEPRECATE_EOF;
 use common::sidecar::Chain;
-use common::wire::{read_packet, write_packet};
+use common::wire::{read_packet, shown, write_packet};
 use common::{LOCAL_PASSWORD, LOCAL_USER};
 
 /// How a [`Tracking`] client logs in.
@@ -367,6 +368,183 @@ async fn reset_connection_and_init_db_are_reported_as_directly() {
         answers[4].1.1.is_empty(),
         "state changes off again: {answers:?}"
     );
+}
+
+const SESSION_TRACK: u32 = 0x80_0000;
+const MULTI_STATEMENTS: u32 = 0x1_0000;
+
+/// Every packet of each statement's answer (every result of a
+/// multi-statement or `CALL`), directly and through the sidecar, by a
+/// client with `CLIENT_SESSION_TRACK` (and multi-statements): the
+/// session-state information each OK carries is the server's, byte for
+/// byte, in the server's order. The differences, readable.
+async fn tracked_answers(chain: &Chain, statements: &[&str]) -> Vec<String> {
+    let caps = SESSION_TRACK | MULTI_STATEMENTS | DEPRECATE_EOF;
+    let (mut direct, mut via) = chain.raw_clients(caps).await;
+    let mut differences = Vec::new();
+    for sql in statements {
+        let want: Vec<String> = direct.query(sql).await.iter().map(|p| shown(p)).collect();
+        let got: Vec<String> = via.query(sql).await.iter().map(|p| shown(p)).collect();
+        if got != want {
+            differences.push(format!("{sql}\n  directly: {want:?}\n  sidecar:  {got:?}"));
+        }
+    }
+    differences
+}
+
+/// Variables set and state changed inside a procedure are reported on
+/// the OK of the result they belong to (a set's end inside the call, or
+/// the call's final OK), as the server reports them.
+#[tokio::test]
+async fn changes_inside_a_procedure_are_the_servers() {
+    let chain = Chain::start().await;
+    chain
+        .setup(&[
+            "DROP PROCEDURE IF EXISTS tracked_p",
+            "CREATE PROCEDURE tracked_p() BEGIN SET time_zone = '+05:00'; SET @in_p = 1; \
+             SELECT 1 AS a; SET autocommit = 0; SET autocommit = 1; END",
+            "DROP PROCEDURE IF EXISTS tracked_q",
+            "CREATE PROCEDURE tracked_q() BEGIN SET time_zone = '+06:00'; \
+             CREATE TEMPORARY TABLE tracked_tmp (a INT); DROP TEMPORARY TABLE tracked_tmp; END",
+        ])
+        .await;
+    let differences = tracked_answers(
+        &chain,
+        &[
+            "CALL tracked_p()",
+            "SET session_track_state_change = 1",
+            "CALL tracked_p()",
+            "CALL tracked_q()",
+            "USE information_schema",
+            "CALL app.tracked_p()",
+            "USE app",
+            "SET session_track_system_variables = '*'",
+            "CALL tracked_p()",
+        ],
+    )
+    .await;
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+}
+
+/// A prepared statement's `EXECUTE` (of a `SET`, of a `USE`-free
+/// statement that changes nothing) reports what its statement set.
+#[tokio::test]
+async fn changes_by_an_execute_are_the_servers() {
+    let chain = Chain::start().await;
+    let differences = tracked_answers(
+        &chain,
+        &[
+            "PREPARE tz FROM 'SET time_zone = ?'",
+            "SET @tz = '+07:00'",
+            "EXECUTE tz USING @tz",
+            "PREPARE ac FROM 'SET autocommit = 0, character_set_results = NULL'",
+            "EXECUTE ac",
+            "SET session_track_state_change = 1",
+            "EXECUTE tz USING @tz",
+            "PREPARE sel FROM 'SELECT 1'",
+            "EXECUTE sel",
+            "SET autocommit = 1",
+        ],
+    )
+    .await;
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+}
+
+/// Each statement of a multi-statement reports its own changes on its own
+/// OK, the last one's on the final OK.
+#[tokio::test]
+async fn changes_by_each_statement_of_a_multi_statement_are_the_servers() {
+    let chain = Chain::start().await;
+    let differences = tracked_answers(
+        &chain,
+        &[
+            "SET time_zone = '+08:00'; SET autocommit = 0; SELECT 1 AS a; SET autocommit = 1",
+            "SET session_track_state_change = 1; SET @m = 1; USE information_schema; DO 1",
+            "USE app; SET NAMES latin1; SET NAMES utf8mb4",
+            "SET session_track_system_variables = 'sql_mode,time_zone'; \
+             SET sql_mode = 'ANSI', time_zone = '+09:00'; SELECT 2 AS b",
+        ],
+    )
+    .await;
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+}
+
+/// `SET STATEMENT … FOR` reports what the server reports (the value the
+/// variable had during the statement) and the state change.
+#[tokio::test]
+async fn set_statement_is_the_servers() {
+    let chain = Chain::start().await;
+    let differences = tracked_answers(
+        &chain,
+        &[
+            "SET STATEMENT time_zone = '+10:00' FOR DO 1",
+            "SET STATEMENT time_zone = '+10:00' FOR SELECT 1 AS a",
+            "SET session_track_state_change = 1",
+            "SET STATEMENT autocommit = 0 FOR DO 1",
+            "SET STATEMENT sql_mode = '' FOR SELECT 2 AS b",
+        ],
+    )
+    .await;
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+}
+
+/// `session_track_transaction_info`: the transaction's characteristics
+/// (`START TRANSACTION READ ONLY`, `SET TRANSACTION ISOLATION LEVEL`) and
+/// its state (reads, writes, an open transaction) as the server reports
+/// them. (`session_track_gtids = OWN_GTID` is set too, but the test server
+/// writes no binary log, so it reports no GTID, directly or here.)
+#[tokio::test]
+async fn transaction_info_is_the_servers() {
+    let chain = Chain::start().await;
+    chain
+        .setup(&[
+            "DROP TABLE IF EXISTS tracked_t",
+            "CREATE TABLE tracked_t (a INT) ENGINE=InnoDB",
+        ])
+        .await;
+    let differences = tracked_answers(
+        &chain,
+        &[
+            "SET session_track_transaction_info = CHARACTERISTICS",
+            "START TRANSACTION READ ONLY",
+            "COMMIT",
+            "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+            "START TRANSACTION",
+            "ROLLBACK",
+            "SET session_track_transaction_info = STATE",
+            "START TRANSACTION",
+            "SELECT a FROM tracked_t",
+            "INSERT INTO tracked_t VALUES (1)",
+            "COMMIT",
+            "SET autocommit = 0",
+            "INSERT INTO tracked_t VALUES (2)",
+            "ROLLBACK",
+            "SET autocommit = 1",
+            "SET session_track_transaction_info = OFF",
+            "SET session_track_gtids = OWN_GTID",
+            "INSERT INTO tracked_t VALUES (3)",
+        ],
+    )
+    .await;
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+}
+
+/// Several variables set by one statement come in the server's order (its
+/// tracker's hash table), byte for byte.
+#[tokio::test]
+async fn several_variables_come_in_the_servers_order() {
+    let chain = Chain::start().await;
+    let differences = tracked_answers(
+        &chain,
+        &[
+            "SET session_track_system_variables = '*'",
+            "SET time_zone = '+01:00', autocommit = 0, sql_mode = 'ANSI', wait_timeout = 100",
+            "SET wait_timeout = 200, sql_mode = '', autocommit = 1, time_zone = '+02:00'",
+            "SET NAMES latin1",
+        ],
+    )
+    .await;
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
 }
 
 /// What tracking costs a client that asked for it: the gateway reads the

@@ -220,7 +220,14 @@ pub fn err(out: &mut Packets, error: &MysqlError) {
 /// read it that way whatever the manual says). `SERVER_SESSION_STATE_CHANGED`
 /// is claimed only with state data to send, to a client that takes it.
 fn write_ok(b: &mut BytesMut, header: u8, caps: CapabilityFlags, ok: &OkBody<'_>) {
-    let tracked = !ok.state.is_empty() && caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK);
+    // A status that says the state changed (the server's own, relayed)
+    // carries the state's string even when it is empty, as MariaDB's does
+    // after `SET session_track_transaction_info = STATE`.
+    let tracked = (!ok.state.is_empty()
+        || ok
+            .status
+            .contains(StatusFlags::SERVER_SESSION_STATE_CHANGED))
+        && caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK);
     let mut status = ok.status - StatusFlags::SERVER_SESSION_STATE_CHANGED;
     if tracked {
         status |= StatusFlags::SERVER_SESSION_STATE_CHANGED;

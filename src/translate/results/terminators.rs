@@ -61,7 +61,7 @@ impl ResultWriter {
                 // The server's own tracking, where the stream carries it;
                 // else what the sidecar rebuilt.
                 let state = ending.state.as_deref().unwrap_or(&self.session_state);
-                let status = last_status(status, ending.clone());
+                let status = last_status(status, ending.clone()) | state_changed(&ending);
                 write_held_tracked(out, self.caps, &held, status, warnings, state)
             }
             (State::Empty, None) => response::ok_tracked(
@@ -210,7 +210,18 @@ pub(super) fn write_held(
 ) {
     let ending = held.ending();
     let state = ending.state.as_deref().unwrap_or_default();
+    let status = status | state_changed(&ending);
     write_held_tracked(out, caps, held, status, warnings, state);
+}
+
+/// `SERVER_SESSION_STATE_CHANGED` where the server set it in a relayed
+/// ending (whose state it then writes, even empty); nothing for a rebuilt
+/// one, whose state says for itself.
+fn state_changed(ending: &Ending) -> StatusFlags {
+    match (&ending.state, ending.status) {
+        (Some(_), Some(status)) => status & StatusFlags::SERVER_SESSION_STATE_CHANGED,
+        _ => StatusFlags::empty(),
+    }
 }
 
 /// [`write_held`], with these session-state changes.
