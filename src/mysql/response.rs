@@ -641,9 +641,16 @@ mod tests {
             .into_inner();
         assert_eq!(parsed.affected_rows(), u64::MAX);
         assert_eq!(parsed.last_insert_id(), Some(70_000));
-        // We carry no session state, so we never claim to.
-        assert_eq!(parsed.status_flags(), StatusFlags::SERVER_STATUS_AUTOCOMMIT);
+        // The flag is the server's (relayed): its state's string follows,
+        // empty, as MariaDB writes it.
+        assert_eq!(parsed.status_flags(), status);
         assert_eq!(parsed.info_str().as_deref(), Some("info"));
+        assert_eq!(&p[0][p[0].len() - 6..], b"\x04info\x00");
+        // Without the flag and no state, nothing is claimed.
+        let mut out = Packets::reply_to(0);
+        let status = StatusFlags::SERVER_STATUS_AUTOCOMMIT;
+        ok(&mut out, caps, 1, 0, status, 0, "");
+        assert_eq!(&payloads(&mut out, 1)[0][..], &[0, 1, 0, 2, 0, 0, 0][..]);
     }
 
     #[test]

@@ -286,6 +286,32 @@ mod tests {
     }
 
     #[test]
+    fn session_tracking_is_asked_for_where_offered_and_not_asked() {
+        let caps = CLIENT_PROTOCOL_41 | CLIENT_DEPRECATE_EOF;
+        let offered = greeting(&hello(
+            caps | CLIENT_SESSION_TRACK,
+            MARIADB_EXTENDED_METADATA,
+        ))
+        .unwrap();
+        let not_offered = greeting(&hello(caps, MARIADB_EXTENDED_METADATA)).unwrap();
+        let response = |caps: u32| {
+            let mut r = vec![0u8; 40];
+            r[..4].copy_from_slice(&caps.to_le_bytes());
+            r
+        };
+        let mut r = response(caps);
+        assert!(ask_session_track(&mut r, &offered));
+        assert_eq!(r[..4], (caps | CLIENT_SESSION_TRACK).to_le_bytes());
+        // The client's own: its OKs are its own to read.
+        let mut r = response(caps | CLIENT_SESSION_TRACK);
+        assert!(!ask_session_track(&mut r, &offered));
+        let mut r = response(caps);
+        assert!(!ask_session_track(&mut r, &not_offered));
+        assert_eq!(r, response(caps));
+        assert!(!ask_session_track(&mut [0u8; 3], &offered));
+    }
+
+    #[test]
     fn lenenc_integers() {
         assert_eq!(lenenc(&[0xfa]), Some((250, 1)));
         assert_eq!(lenenc(&[0xfc, 1, 1]), Some((257, 3)));
