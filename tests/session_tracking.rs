@@ -17,6 +17,7 @@ use mysql_common::proto::MySerialize;
 use mysql_common::scramble::scramble_native;
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use common::Stack;
 use common::raw_packets::DEPRECATE_EOF;
 use common::sidecar::Chain;
 use common::wire::{read_packet, shown, write_packet};
@@ -176,7 +177,10 @@ async fn through_sidecar_and_directly(
 /// the login database (what Connector/J's `setCatalog` relies on).
 #[tokio::test]
 async fn the_default_database_is_tracked_as_directly() {
-    let chain = Chain::start().await;
+    the_default_database_is_tracked_as_directly_on(Chain::start().await).await;
+}
+
+async fn the_default_database_is_tracked_as_directly_on(chain: Chain) {
     let (mut via, mut direct) = through_sidecar_and_directly(&chain, false).await;
     assert_eq!(via.at_login, direct.at_login, "the login's OK");
     assert!(
@@ -214,7 +218,10 @@ async fn the_default_database_is_tracked_as_directly() {
 /// next, so each answer's entries are compared as a set.
 #[tokio::test]
 async fn tracked_system_variables_are_reported_as_directly() {
-    let chain = Chain::start().await;
+    tracked_system_variables_are_reported_as_directly_on(Chain::start().await).await;
+}
+
+async fn tracked_system_variables_are_reported_as_directly_on(chain: Chain) {
     let (mut via, mut direct) = through_sidecar_and_directly(&chain, false).await;
     let statements = [
         "SET autocommit = 0",
@@ -272,7 +279,10 @@ async fn tracked_system_variables_are_reported_as_directly() {
 /// off again, are not.
 #[tokio::test]
 async fn state_changes_are_reported_as_directly() {
-    let chain = Chain::start().await;
+    state_changes_are_reported_as_directly_on(Chain::start().await).await;
+}
+
+async fn state_changes_are_reported_as_directly_on(chain: Chain) {
     let (mut via, mut direct) = through_sidecar_and_directly(&chain, false).await;
     let statements = [
         "SET @before = 1",
@@ -340,9 +350,12 @@ async fn the_sidecars_own_set_names_is_not_reported() {
 /// changes are tracked, a state change.
 #[tokio::test]
 async fn reset_connection_and_init_db_are_reported_as_directly() {
+    reset_connection_and_init_db_are_reported_as_directly_on(Chain::start().await).await;
+}
+
+async fn reset_connection_and_init_db_are_reported_as_directly_on(chain: Chain) {
     const COM_INIT_DB: u8 = 0x02;
     const COM_RESET_CONNECTION: u8 = 0x1f;
-    let chain = Chain::start().await;
     let (mut via, mut direct) = through_sidecar_and_directly(&chain, false).await;
     let init_db = |db: &str| [&[COM_INIT_DB][..], db.as_bytes()].concat();
     let commands = [
@@ -368,6 +381,22 @@ async fn reset_connection_and_init_db_are_reported_as_directly() {
         answers[4].1.1.is_empty(),
         "state changes off again: {answers:?}"
     );
+}
+
+/// Where the gateway's relay does not follow the backend connection
+/// (`relay_extended_metadata = false`, as over TLS or to a remote server),
+/// the gateway rebuilds what it can (README, Known limits): the default
+/// database, the variables a `SET` assigns, the state change, and
+/// `COM_INIT_DB`/`COM_RESET_CONNECTION`, as directly.
+#[tokio::test]
+async fn without_the_relay_what_is_rebuilt_is_as_directly() {
+    let stack = || Stack::start_with(|c| c.backend.relay_extended_metadata = false);
+    the_default_database_is_tracked_as_directly_on(Chain::start_on(stack().await).await).await;
+    tracked_system_variables_are_reported_as_directly_on(Chain::start_on(stack().await).await)
+        .await;
+    state_changes_are_reported_as_directly_on(Chain::start_on(stack().await).await).await;
+    reset_connection_and_init_db_are_reported_as_directly_on(Chain::start_on(stack().await).await)
+        .await;
 }
 
 const SESSION_TRACK: u32 = 0x80_0000;
