@@ -20,7 +20,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use common::Stack;
 use common::raw_packets::DEPRECATE_EOF;
 use common::sidecar::Chain;
-use common::wire::{read_packet, shown, write_packet};
+use common::wire::{lenenc, read_packet, shown, write_packet};
 use common::{LOCAL_PASSWORD, LOCAL_USER};
 
 /// How a [`Tracking`] client logs in.
@@ -408,17 +408,92 @@ const MULTI_STATEMENTS: u32 = 0x1_0000;
 /// session-state information each OK carries is the server's, byte for
 /// byte, in the server's order. The differences, readable.
 async fn tracked_answers(chain: &Chain, statements: &[&str]) -> Vec<String> {
-    let caps = SESSION_TRACK | MULTI_STATEMENTS | DEPRECATE_EOF;
-    let (mut direct, mut via) = chain.raw_clients(caps).await;
     let mut differences = Vec::new();
-    for sql in statements {
-        let want: Vec<String> = direct.query(sql).await.iter().map(|p| shown(p)).collect();
-        let got: Vec<String> = via.query(sql).await.iter().map(|p| shown(p)).collect();
-        if got != want {
-            differences.push(format!("{sql}\n  directly: {want:?}\n  sidecar:  {got:?}"));
+    for eof in [DEPRECATE_EOF, 0] {
+        let caps = SESSION_TRACK | MULTI_STATEMENTS | eof;
+        let (mut direct, mut via) = chain.raw_clients(caps).await;
+        for sql in statements {
+            let readable = |packets: Vec<Vec<u8>>| -> Vec<String> {
+                let packets = column_eofs_masked(packets).into_iter();
+                if eof == 0 {
+                    packets.map(variables_sorted).collect()
+                } else {
+                    packets.map(|p| shown(&p)).collect()
+                }
+            };
+            let want = readable(direct.query(sql).await);
+            let got = readable(via.query(sql).await);
+            if got != want {
+                differences.push(format!(
+                    "{sql} (caps {caps:#x})\n  directly: {want:?}\n  sidecar:  {got:?}"
+                ));
+            }
         }
     }
     differences
+}
+
+/// Every packet, readable, with the status of the EOF after a set's column
+/// definitions (clients without `CLIENT_DEPRECATE_EOF`) cleared: the
+/// server writes it before the rows, with the flags of that moment
+/// (`SERVER_SESSION_STATE_CHANGED` while changes wait for an OK, the
+/// index flags, autocommit as a multi-statement left it), and it never
+/// reaches the gateway's driver (README, Known limits).
+fn column_eofs_masked(packets: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    let mut after_definition = false;
+    packets
+        .into_iter()
+        .map(|mut p| {
+            if after_definition && p[0] == 0xfe && p.len() == 5 {
+                p[3] = 0;
+                p[4] = 0;
+            }
+            after_definition = p.starts_with(b"\x03def");
+            p
+        })
+        .collect()
+}
+
+/// A packet, readable; an OK's session-state entries each on its own,
+/// the system variables sorted. A classic EOF cannot carry what a set's
+/// end reported, and the server reports it with the next OK's in its
+/// tracker's hash order (which changes from one server start to the
+/// next, README, Known limits); the sidecar merges them in the order
+/// they came.
+fn variables_sorted(p: Vec<u8>) -> String {
+    let split = || -> Option<(usize, Vec<Vec<u8>>)> {
+        if p.first() != Some(&0) {
+            return None;
+        }
+        let mut at = 1;
+        for _ in 0..2 {
+            at += lenenc(&p[at..]).1;
+        }
+        if p.get(at + 1)? & 0x40 == 0 {
+            return None;
+        }
+        at += 4;
+        let (info, size) = lenenc(p.get(at..)?);
+        at += size + info as usize;
+        let (_, size) = lenenc(p.get(at..)?);
+        let state_at = at + size;
+        let mut entries = Vec::new();
+        let mut rest = p.get(state_at..)?;
+        while !rest.is_empty() {
+            let (len, size) = lenenc(&rest[1..]);
+            let end = 1 + size + len as usize;
+            entries.push(rest.get(..end)?.to_vec());
+            rest = &rest[end..];
+        }
+        Some((state_at, entries))
+    };
+    let Some((state_at, mut entries)) = split() else {
+        return shown(&p);
+    };
+    let variables = entries.iter().take_while(|e| e[0] == 0).count();
+    entries[..variables].sort();
+    let entries: Vec<String> = entries.iter().map(|e| shown(e)).collect();
+    format!("{} {entries:?}", shown(&p[..state_at]))
 }
 
 /// Variables set and state changed inside a procedure are reported on

@@ -155,6 +155,9 @@ pub struct ResultWriter {
     /// Session-state changes for the final OK (see
     /// [`ResultWriter::session_state`]).
     session_state: Vec<u8>,
+    /// The server's session-state changes of a set's end that a classic
+    /// EOF could not carry, for the next OK.
+    kept_state: Vec<u8>,
     /// The stream marks where each result ends (our gateway's).
     marked_ends: bool,
     /// The statement is a `CALL` of this routine: a server says
@@ -186,6 +189,7 @@ impl ResultWriter {
             status: status - StatusFlags::SERVER_MORE_RESULTS_EXISTS,
             state: State::Empty,
             session_state: Vec::new(),
+            kept_state: Vec::new(),
             marked_ends: true,
             call_of: None,
             out_params: false,

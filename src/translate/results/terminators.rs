@@ -8,7 +8,7 @@ use crate::mysql::MysqlError;
 use crate::mysql::packet::Packets;
 use crate::mysql::response;
 use crate::mysql::{CapabilityFlags, StatusFlags};
-use crate::translate::out_params;
+use crate::translate::{out_params, session_track};
 
 use super::{Ending, Held, ResultWriter, State};
 
@@ -46,23 +46,21 @@ impl ResultWriter {
             // for a multi-statement whose second statement fails).
             (State::Held(held), Some(error)) => {
                 let (status, warnings) = self.intermediate(&held);
-                write_held(out, self.caps, &held, status, warnings);
+                self.write_held(out, &held, status, warnings, &[]);
                 response::err(out, error);
             }
-            (State::Open { .. } | State::MaybeOutParams { .. }, None) => write_held(
+            (State::Open { .. } | State::MaybeOutParams { .. }, None) => write_held_tracked(
                 out,
                 self.caps,
                 &Held::EndOfRows(Ending::default()),
                 status,
                 warnings,
+                &[],
             ),
             (State::Held(held), None) => {
-                let ending = held.ending();
-                // The server's own tracking, where the stream carries it;
-                // else what the sidecar rebuilt.
-                let state = ending.state.as_deref().unwrap_or(&self.session_state);
-                let status = last_status(status, ending.clone()) | state_changed(&ending);
-                write_held_tracked(out, self.caps, &held, status, warnings, state)
+                let status = last_status(status, held.ending());
+                let rebuilt = std::mem::take(&mut self.session_state);
+                self.write_held(out, &held, status, warnings, &rebuilt);
             }
             (State::Empty, None) => response::ok_tracked(
                 out,
@@ -151,7 +149,7 @@ impl ResultWriter {
             State::Held(held) => held,
         };
         let (status, warnings) = self.intermediate(&held);
-        write_held(out, self.caps, &held, status, warnings);
+        self.write_held(out, &held, status, warnings, &[]);
         Ok(())
     }
 
@@ -198,29 +196,49 @@ pub(super) fn last_status(session: StatusFlags, ending: Ending) -> StatusFlags {
     session | (ending.status.unwrap_or_default() - OWN_FLAGS)
 }
 
-/// A terminator before a later result, with the session-state changes
-/// the server reported in it (our gateway's relay), as a server writes
-/// them in each result's OK.
-pub(super) fn write_held(
-    out: &mut Packets,
-    caps: CapabilityFlags,
-    held: &Held,
-    status: StatusFlags,
-    warnings: u16,
-) {
-    let ending = held.ending();
-    let state = ending.state.as_deref().unwrap_or_default();
-    let status = status | state_changed(&ending);
-    write_held_tracked(out, caps, held, status, warnings, state);
-}
-
-/// `SERVER_SESSION_STATE_CHANGED` where the server set it in a relayed
-/// ending (whose state it then writes, even empty); nothing for a rebuilt
-/// one, whose state says for itself.
-fn state_changed(ending: &Ending) -> StatusFlags {
-    match (&ending.state, ending.status) {
-        (Some(_), Some(status)) => status & StatusFlags::SERVER_SESSION_STATE_CHANGED,
-        _ => StatusFlags::empty(),
+impl ResultWriter {
+    /// Writes a held terminator with the session-state changes the server
+    /// reported in it (our gateway's relay), as a server writes them in
+    /// each result's OK, with its `SERVER_SESSION_STATE_CHANGED`; where
+    /// the stream carries none, with `rebuilt` (the sidecar's own, for
+    /// the last terminator). A classic EOF has no room for them: the
+    /// server keeps them for the next OK, and so does the writer
+    /// ([`session_track::merge`]).
+    pub(super) fn write_held(
+        &mut self,
+        out: &mut Packets,
+        held: &Held,
+        status: StatusFlags,
+        warnings: u16,
+        rebuilt: &[u8],
+    ) {
+        let ending = held.ending();
+        let Some(server) = ending.state.as_deref() else {
+            return write_held_tracked(out, self.caps, held, status, warnings, rebuilt);
+        };
+        let tracks = self.caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK);
+        let changed = ending
+            .status
+            .filter(|_| tracks)
+            .map_or(StatusFlags::empty(), |s| {
+                s & StatusFlags::SERVER_SESSION_STATE_CHANGED
+            });
+        let status = status | changed;
+        let classic = !self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
+        match held {
+            Held::EndOfRows(_) if classic => {
+                self.kept_state = session_track::merge(&self.kept_state, server);
+                write_held_tracked(out, self.caps, held, status, warnings, &[]);
+            }
+            Held::Ok { .. } => {
+                let kept = std::mem::take(&mut self.kept_state);
+                let state = session_track::merge(&kept, server);
+                write_held_tracked(out, self.caps, held, status, warnings, &state);
+            }
+            Held::EndOfRows(_) => {
+                write_held_tracked(out, self.caps, held, status, warnings, server)
+            }
+        }
     }
 }
 
