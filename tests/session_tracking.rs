@@ -18,7 +18,7 @@ use mysql_common::scramble::scramble_native;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use common::Stack;
-use common::raw_packets::DEPRECATE_EOF;
+use common::raw_packets::{DEPRECATE_EOF, Param};
 use common::sidecar::Chain;
 use common::wire::{lenenc, read_packet, shown, write_packet};
 use common::{LOCAL_PASSWORD, LOCAL_USER};
@@ -630,6 +630,38 @@ async fn transaction_info_is_the_servers() {
         ],
     )
     .await;
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+}
+
+/// A `SET` prepared and executed in the binary protocol
+/// (COM_STMT_PREPARE, COM_STMT_EXECUTE) reports what it set on the
+/// execute's OK, as the server does.
+#[tokio::test]
+async fn changes_by_a_binary_execute_are_the_servers() {
+    let chain = Chain::start().await;
+    let caps = SESSION_TRACK | DEPRECATE_EOF;
+    let (mut direct, mut via) = chain.raw_clients(caps).await;
+    for client in [&mut direct, &mut via] {
+        client.query("SET session_track_state_change = 1").await;
+    }
+    let mut differences = Vec::new();
+    for (sql, value) in [
+        ("SET time_zone = ?", &b"+03:00"[..]),
+        ("SET @b = ?", b"x"),
+        ("SET autocommit = ?", b"0"),
+        ("SET autocommit = ?", b"1"),
+    ] {
+        let mut answers = Vec::new();
+        for client in [&mut direct, &mut via] {
+            let (id, _, _) = client.prepare(sql).await;
+            let answer = client.execute(id, &[Param::string(value)]).await;
+            client.close(id).await;
+            answers.push(answer.iter().map(|p| shown(p)).collect::<Vec<_>>());
+        }
+        if answers[0] != answers[1] {
+            differences.push(format!("{sql}: {answers:?}"));
+        }
+    }
     assert!(differences.is_empty(), "{}", differences.join("\n"));
 }
 
