@@ -218,7 +218,8 @@ pub fn err(out: &mut Packets, error: &MysqlError) {
 /// Writes an OK payload (header 0x00, or 0xfe as an end-of-rows marker).
 /// The info string is length-encoded, as `net_send_ok` writes it (clients
 /// read it that way whatever the manual says). `SERVER_SESSION_STATE_CHANGED`
-/// is claimed only with state data to send, to a client that takes it.
+/// is claimed only to a client that takes it, with state data to send or
+/// where the caller passes it on from the server.
 fn write_ok(b: &mut BytesMut, header: u8, caps: CapabilityFlags, ok: &OkBody<'_>) {
     // A status that says the state changed (the server's own, relayed)
     // carries the state's string even when it is empty, as MariaDB's does
