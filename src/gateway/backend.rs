@@ -206,6 +206,9 @@ pub struct Summary {
     /// That packet's status flags, where the relay could read them
     /// (`None`: a connection it does not follow).
     pub status: Option<u16>,
+    /// That packet's session-state information, as the server wrote it
+    /// (empty: no change), where the relay asked the server for it.
+    pub session_state: Option<Vec<u8>>,
 }
 
 /// The final OK packet's figures.
@@ -412,7 +415,8 @@ where
         let next_is_set = result.columns().is_some_and(|c| !c.is_empty());
         let read = ok_warnings.or(next_is_set.then_some(outcome.warnings));
         // The relay noted the ending before the driver read it.
-        (summary.status, summary.warnings) = result_ending(json.relayed.ending(conn), read);
+        (summary.status, summary.warnings, summary.session_state) =
+            result_ending(json.relayed.ending(conn), read);
         sink.end(summary).await;
     }
     // A later statement of a multi-statement query that failed leaves its
@@ -424,16 +428,17 @@ where
 /// The status flags and warning count a result ended with: as the relay
 /// noted them (`noted`), unless the warning count the driver read
 /// (`read`, where it is the result's) differs — the two would not be the
-/// same packet; else the driver's warning count alone.
+/// same packet; else the driver's warning count alone. The session-state
+/// information goes with the status flags.
 fn result_ending(
     noted: Option<extended_metadata::Ending>,
     read: Option<u16>,
-) -> (Option<u16>, Option<u16>) {
+) -> (Option<u16>, Option<u16>, Option<Vec<u8>>) {
     match noted {
         Some(ending) if read.is_none_or(|w| w == ending.warnings) => {
-            (Some(ending.status), Some(ending.warnings))
+            (Some(ending.status), Some(ending.warnings), ending.state)
         }
-        _ => (None, read),
+        _ => (None, read, None),
     }
 }
 

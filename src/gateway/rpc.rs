@@ -432,7 +432,14 @@ impl Rpc {
             Some(names) if ran.error.is_none() => names.record(&mut lease.state),
             _ => self.track_replayable(lease, &effect.sets).await,
         }
-        if ran.error.is_none() && lease.state.tracks_session_state {
+        // Where the relay carries the server's own tracking in each
+        // result's ending, nothing is read back.
+        let relayed = lease
+            .state
+            .conn
+            .as_ref()
+            .is_some_and(|conn| self.extended_metadata.tracks_session(conn.id()));
+        if ran.error.is_none() && lease.state.tracks_session_state && !relayed {
             self.read_state_changes(lease, &sql, &dialect).await;
         }
         ran

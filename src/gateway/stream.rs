@@ -251,6 +251,7 @@ impl ResultSink for StreamSink {
                 insert_id_changed: summary.insert_id != 0,
                 server_status: summary.status.map(u32::from),
                 warning_count: summary.warnings.map(u32::from),
+                session_state_info: summary.session_state.map(Bytes::from),
                 ..Default::default()
             }),
             ..Default::default()

@@ -145,6 +145,19 @@ pub fn eof(out: &mut Packets, caps: CapabilityFlags, status: StatusFlags, warnin
 /// with `CLIENT_DEPRECATE_EOF` (it can carry more than an EOF), else the
 /// classic EOF.
 pub fn end_of_rows(out: &mut Packets, caps: CapabilityFlags, status: StatusFlags, warnings: u16) {
+    end_of_rows_tracked(out, caps, status, warnings, &[]);
+}
+
+/// [`end_of_rows`], reporting session-state changes (`state`) in the OK
+/// of a client that asked for them (the classic EOF has no room: a server
+/// reports them in the next OK).
+pub fn end_of_rows_tracked(
+    out: &mut Packets,
+    caps: CapabilityFlags,
+    status: StatusFlags,
+    warnings: u16,
+    state: &[u8],
+) {
     if caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF) {
         let body = OkBody {
             affected_rows: 0,
@@ -152,7 +165,7 @@ pub fn end_of_rows(out: &mut Packets, caps: CapabilityFlags, status: StatusFlags
             status,
             warnings,
             info: "",
-            state: &[],
+            state,
         };
         out.push(|b| write_ok(b, EOF_HEADER, caps, &body));
     } else {
@@ -205,9 +218,17 @@ pub fn err(out: &mut Packets, error: &MysqlError) {
 /// Writes an OK payload (header 0x00, or 0xfe as an end-of-rows marker).
 /// The info string is length-encoded, as `net_send_ok` writes it (clients
 /// read it that way whatever the manual says). `SERVER_SESSION_STATE_CHANGED`
-/// is claimed only with state data to send, to a client that takes it.
+/// is claimed only to a client that takes it, with state data to send or
+/// where the caller passes it on from the server.
 fn write_ok(b: &mut BytesMut, header: u8, caps: CapabilityFlags, ok: &OkBody<'_>) {
-    let tracked = !ok.state.is_empty() && caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK);
+    // A status that says the state changed (the server's own, relayed)
+    // carries the state's string even when it is empty, as MariaDB's does
+    // after `SET session_track_transaction_info = STATE`.
+    let tracked = (!ok.state.is_empty()
+        || ok
+            .status
+            .contains(StatusFlags::SERVER_SESSION_STATE_CHANGED))
+        && caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK);
     let mut status = ok.status - StatusFlags::SERVER_SESSION_STATE_CHANGED;
     if tracked {
         status |= StatusFlags::SERVER_SESSION_STATE_CHANGED;
@@ -621,9 +642,16 @@ mod tests {
             .into_inner();
         assert_eq!(parsed.affected_rows(), u64::MAX);
         assert_eq!(parsed.last_insert_id(), Some(70_000));
-        // We carry no session state, so we never claim to.
-        assert_eq!(parsed.status_flags(), StatusFlags::SERVER_STATUS_AUTOCOMMIT);
+        // The flag is the server's (relayed): its state's string follows,
+        // empty, as MariaDB writes it.
+        assert_eq!(parsed.status_flags(), status);
         assert_eq!(parsed.info_str().as_deref(), Some("info"));
+        assert_eq!(&p[0][p[0].len() - 6..], b"\x04info\x00");
+        // Without the flag and no state, nothing is claimed.
+        let mut out = Packets::reply_to(0);
+        let status = StatusFlags::SERVER_STATUS_AUTOCOMMIT;
+        ok(&mut out, caps, 1, 0, status, 0, "");
+        assert_eq!(&payloads(&mut out, 1)[0][..], &[0, 1, 0, 2, 0, 0, 0][..]);
     }
 
     #[test]

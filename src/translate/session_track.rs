@@ -35,6 +35,7 @@
 //! changes from one server start to the next; here they come in the order
 //! the statement names them.
 
+use crate::mysql::reader::Reader;
 use crate::mysql::response::{session_track_state_change, session_track_system_variable};
 
 /// A variable a `SET` assigns, as written (without `@@session.` or
@@ -177,6 +178,64 @@ pub fn entries(list: &[u8], reported: &[String], values: &[(String, Vec<u8>)]) -
     out
 }
 
+/// The session-state information a server reports on one OK for changes
+/// it would have reported on two: `earlier`, which a result set's end
+/// carried (an OK-0xFE to the backend connection), and `later`, the next
+/// OK's. A classic EOF (a client without `CLIENT_DEPRECATE_EOF`) has no
+/// room for it, so MariaDB keeps the changes for the next OK, each tracker
+/// once, in tracker order (variables, schema, state change, GTIDs,
+/// transaction characteristics and state): an entry of `later` takes the
+/// place of the same variable's (or, for the others, the same kind's) of
+/// `earlier`. The variables keep `earlier`'s order, then `later`'s new
+/// ones (the server's hash order is not known). Unreadable input is
+/// concatenated as it is.
+pub fn merge(earlier: &[u8], later: &[u8]) -> Vec<u8> {
+    if earlier.is_empty() {
+        return later.to_vec();
+    }
+    let (Some(a), Some(b)) = (split_entries(earlier), split_entries(later)) else {
+        return [earlier, later].concat();
+    };
+    let mut merged: Vec<(u8, &[u8])> = Vec::new();
+    for (kind, entry) in a.into_iter().chain(b) {
+        let same = merged
+            .iter_mut()
+            .find(|(k, e)| *k == kind && (kind != 0 || variable_name(e) == variable_name(entry)));
+        match same {
+            Some(slot) => slot.1 = entry,
+            None => merged.push((kind, entry)),
+        }
+    }
+    // Stable: the variables keep their order among themselves.
+    merged.sort_by_key(|(kind, _)| *kind);
+    merged
+        .into_iter()
+        .flat_map(|(_, e)| e.iter().copied())
+        .collect()
+}
+
+/// Each entry (its kind, and its whole bytes), or `None` if one cannot
+/// be read.
+fn split_entries(state: &[u8]) -> Option<Vec<(u8, &[u8])>> {
+    let mut entries = Vec::new();
+    let mut reader = Reader::new(state);
+    while !reader.is_empty() {
+        let start = state.len() - reader.remaining();
+        let kind = reader.u8()?;
+        reader.lenenc_bytes()?;
+        let end = state.len() - reader.remaining();
+        entries.push((kind, &state[start..end]));
+    }
+    Some(entries)
+}
+
+/// A system variable entry's name (its data's first string).
+fn variable_name(entry: &[u8]) -> Option<&[u8]> {
+    let mut reader = Reader::new(entry);
+    reader.u8()?;
+    Reader::new(reader.lenenc_bytes()?).lenenc_bytes()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,5 +336,48 @@ mod tests {
             entries(b"*", &["time_zone".to_string()], &values),
             Vec::<u8>::new()
         );
+    }
+
+    #[test]
+    fn changes_kept_from_a_set_end_merge_into_the_next_ok() {
+        use crate::mysql::response::session_track_schema;
+        let var = |name: &str, value: &str| {
+            session_track_system_variable(name.as_bytes(), value.as_bytes())
+        };
+        let state = session_track_state_change();
+        let earlier = [var("time_zone", "+05:00"), state.to_vec()].concat();
+        let later = [var("autocommit", "ON"), state.to_vec()].concat();
+        assert_eq!(
+            merge(&earlier, &later),
+            [
+                var("time_zone", "+05:00"),
+                var("autocommit", "ON"),
+                state.to_vec()
+            ]
+            .concat()
+        );
+        // The same variable once, with its later value, in its place; the
+        // schema before the state change.
+        let earlier = [var("autocommit", "OFF"), var("time_zone", "+01:00")].concat();
+        let later = [
+            var("autocommit", "ON"),
+            state.to_vec(),
+            session_track_schema(b"app"),
+        ]
+        .concat();
+        assert_eq!(
+            merge(&earlier, &later),
+            [
+                var("autocommit", "ON"),
+                var("time_zone", "+01:00"),
+                session_track_schema(b"app"),
+                state.to_vec(),
+            ]
+            .concat()
+        );
+        assert_eq!(merge(&[], &later), later);
+        assert_eq!(merge(&earlier, &[]), earlier);
+        // Unreadable: as they came.
+        assert_eq!(merge(&[0, 9], &later), [&[0, 9][..], &later].concat());
     }
 }

@@ -25,6 +25,8 @@ use super::wire::{self, Framing};
 pub const MAX_PAYLOAD: usize = 0xff_ffff;
 /// `SERVER_MORE_RESULTS_EXISTS`.
 const MORE_RESULTS: u16 = 0x0008;
+/// `SERVER_SESSION_STATE_CHANGED`: an OK carries session-state information.
+const STATE_CHANGED: u16 = 0x4000;
 
 /// A result set's (or prepared statement's) columns as the driver reads
 /// them, and each one's extended type info.
@@ -34,11 +36,18 @@ pub struct Record {
     pub infos: Vec<Vec<u8>>,
 }
 
-/// The status flags and warning count of the packet that ended a result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The status flags and warning count of the packet that ended a result,
+/// and the session-state information the server put in it (on a
+/// connection where the relay asked for `CLIENT_SESSION_TRACK`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ending {
     pub status: u16,
     pub warnings: u16,
+    /// The OK's session-state information, as the server wrote it (the
+    /// content of its length-encoded string; empty where its status does
+    /// not say `SERVER_SESSION_STATE_CHANGED`), on a connection where the
+    /// relay asked for it (`None` elsewhere).
+    pub state: Option<Vec<u8>>,
 }
 
 /// What a command's answer looks like.
@@ -118,6 +127,11 @@ pub struct Answers {
     pub endings: Vec<Ending>,
     /// The client began a command since the relay last looked.
     pub new_command: bool,
+    /// The relay asked for `CLIENT_SESSION_TRACK` on the client's behalf:
+    /// OKs lose their session-state information (kept in their
+    /// [`Ending`]) and their `SERVER_SESSION_STATE_CHANGED`, so the
+    /// driver reads what it negotiated.
+    pub session_track: bool,
 }
 
 impl Answers {
@@ -131,6 +145,7 @@ impl Answers {
             client_continues: false,
             endings: Vec::new(),
             new_command: false,
+            session_track: false,
         }
     }
 
@@ -230,17 +245,20 @@ impl Answers {
                 if first != 0x00 && first != 0xff {
                     self.state = State::Auth;
                 }
+                if first == 0x00 && self.session_track {
+                    return Ok(ok_of(payload, true)?.1);
+                }
                 Ok(None)
             }
             State::Single => Ok(None),
             State::First { binary } => match first {
                 0x00 => {
-                    let ending = ending_of_ok(payload)?;
-                    self.endings.push(ending);
+                    let (ending, untracked) = ok_of(payload, self.session_track)?;
                     if ending.status & MORE_RESULTS != 0 {
                         self.state = State::First { binary };
                     }
-                    Ok(None)
+                    self.endings.push(ending);
+                    Ok(untracked)
                 }
                 // ERR; or an EOF (COM_SET_OPTION's answer): a column
                 // count never needs 0xfe's eight bytes.
@@ -304,8 +322,11 @@ impl Answers {
             }
             State::Rows { binary } => {
                 if first == 0xfe && payload.len() < MAX_PAYLOAD {
+                    let mut untracked = None;
                     let ending = if self.framing.deprecate_eof {
-                        ending_of_ok(payload)?
+                        let ok;
+                        (ok, untracked) = ok_of(payload, self.session_track)?;
+                        ok
                     } else {
                         let two = |at: usize| {
                             payload
@@ -316,12 +337,15 @@ impl Answers {
                         Ending {
                             warnings: two(1)?,
                             status: two(3)?,
+                            // No room for it: the next OK reports it.
+                            state: self.session_track.then(Vec::new),
                         }
                     };
-                    self.endings.push(ending);
                     if ending.status & MORE_RESULTS != 0 {
                         self.state = State::First { binary };
                     }
+                    self.endings.push(ending);
+                    return Ok(untracked);
                 } else if first != 0xff {
                     self.state = State::Rows { binary };
                 }
@@ -392,9 +416,15 @@ fn definitions(left: u64, keep: bool, then: Then) -> State {
     }
 }
 
-/// The status flags and warning count of an OK packet (header 0x00 or
-/// 0xfe): after the affected rows and insert id.
-fn ending_of_ok(payload: &[u8]) -> Result<Ending, Lost> {
+/// The status flags, warning count and session-state information of an
+/// OK packet (header 0x00 or 0xfe): after the affected rows and insert id
+/// come the flags, the warnings, then, with `CLIENT_SESSION_TRACK`, the
+/// info and, if the flags say `SERVER_SESSION_STATE_CHANGED`, the state.
+/// With `tracked` (the relay asked for it, the driver did not), a packet
+/// that has the state is given back (`Some`) as the server writes it to a
+/// client without tracking: the flag cleared, the info only if not empty
+/// (length-encoded, as MariaDB writes it), no state; always shorter.
+fn ok_of(payload: &[u8], tracked: bool) -> Result<(Ending, Option<Vec<u8>>), Lost> {
     let lost = || Lost("an OK packet");
     let mut at = 1;
     for _ in 0..2 {
@@ -408,9 +438,35 @@ fn ending_of_ok(payload: &[u8]) -> Result<Ending, Lost> {
             .map(|b| u16::from_le_bytes(b.try_into().expect("2")))
             .ok_or_else(lost)
     };
-    Ok(Ending {
-        status: two(at)?,
+    let status = two(at)?;
+    let mut ending = Ending {
+        status,
         // A server that answers PROTOCOL_41 always writes them.
         warnings: two(at + 2).unwrap_or(0),
-    })
+        // Tracked, and nothing changed.
+        state: tracked.then(Vec::new),
+    };
+    if !tracked || status & STATE_CHANGED == 0 {
+        return Ok((ending, None));
+    }
+    let lenenc_str = |from: usize| -> Result<(&[u8], usize), Lost> {
+        let (len, size) = wire::lenenc(payload.get(from..).ok_or_else(lost)?).ok_or_else(lost)?;
+        let start = from + size;
+        let end = start
+            .checked_add(usize::try_from(len).map_err(|_| lost())?)
+            .ok_or_else(lost)?;
+        Ok((payload.get(start..end).ok_or_else(lost)?, end))
+    };
+    let rest = at + 4;
+    let (info, info_end) = lenenc_str(rest)?;
+    let (state, _) = lenenc_str(info_end)?;
+    ending.state = Some(state.to_vec());
+    let mut plain = Vec::with_capacity(payload.len());
+    plain.extend_from_slice(&payload[..at]);
+    plain.extend_from_slice(&(status & !STATE_CHANGED).to_le_bytes());
+    plain.extend_from_slice(&payload[at + 2..rest]);
+    if !info.is_empty() {
+        plain.extend_from_slice(&payload[rest..info_end]);
+    }
+    Ok((ending, Some(plain)))
 }

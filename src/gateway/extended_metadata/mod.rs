@@ -20,6 +20,12 @@
 //! of a statement ([`ExtendedMetadata::ending`]). Those of a command's
 //! answer are kept until the driver sends its next command.
 //!
+//! It asks for session-state tracking (`CLIENT_SESSION_TRACK`) too: each
+//! OK's session-state information is taken out (with its
+//! `SERVER_SESSION_STATE_CHANGED`, which the driver did not negotiate)
+//! and kept in its ending, for the gateway to carry to the sidecar as
+//! the server wrote it, per result.
+//!
 //! And it gives the rows of the gateway's text results to the gateway
 //! itself rather than through its driver ([`RowTap`]), and puts a
 //! client's parameter types back into the driver's execute of a statement
@@ -149,6 +155,15 @@ impl ExtendedMetadata {
         if let Some(slot) = self.connections.slot(id) {
             slot.lock().expect("not poisoned").retype = None;
         }
+    }
+
+    /// Whether the endings of connection `id` carry the server's
+    /// session-state information (the relay follows it and asked for
+    /// `CLIENT_SESSION_TRACK`): then nothing need be rebuilt for it.
+    pub fn tracks_session(&self, id: u32) -> bool {
+        self.connections
+            .slot(id)
+            .is_some_and(|slot| slot.lock().expect("not poisoned").session_track)
     }
 
     /// How the next result of the statement on connection `id` ended,

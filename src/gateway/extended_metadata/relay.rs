@@ -120,6 +120,9 @@ pub struct Kept {
     /// The client's parameter types for the driver's next execute of a
     /// statement ([`Retype`]), taken by the relay when it comes.
     pub retype: Option<Retype>,
+    /// The relay asked the server for `CLIENT_SESSION_TRACK`: each
+    /// ending carries the server's session-state information.
+    pub session_track: bool,
 }
 
 impl Kept {
@@ -359,6 +362,11 @@ async fn relay(client: UnixStream, backend: &Backend, connections: &Connections)
         }
         _ => None,
     };
+    // Only where the relay follows the answers, which it must then untrack.
+    let session_track = match (&hello, framing) {
+        (Some(hello), Some(_)) => wire::ask_session_track(&mut response[4..], hello),
+        _ => false,
+    };
     server_write.write_all(&response).await?;
     let (Some(hello), Some(framing)) = (hello, framing) else {
         // Not a MariaDB that sends extended metadata, or a connection the
@@ -377,8 +385,10 @@ async fn relay(client: UnixStream, backend: &Backend, connections: &Connections)
 
     let id = hello.connection_id;
     let slot = connections.register(id);
+    slot.lock().expect("not poisoned").session_track = session_track;
     let ended = follow(
         framing,
+        session_track,
         &slot,
         &mut from_client,
         &mut from_server,
@@ -400,6 +410,7 @@ async fn relay(client: UnixStream, backend: &Backend, connections: &Connections)
 /// bytes, or one packet it must read whole.
 async fn follow(
     framing: wire::Framing,
+    session_track: bool,
     slot: &Slot,
     from_client: &mut Side<impl AsyncRead + Unpin>,
     from_server: &mut Side<impl AsyncRead + Unpin>,
@@ -407,6 +418,7 @@ async fn follow(
     server_write: &mut (impl AsyncWrite + Unpin),
 ) -> io::Result<()> {
     let mut answers = Answers::new(framing);
+    answers.session_track = session_track;
     let mut done = Vec::new();
     let mut diversion = Diversion::default();
     // The gateway's end of the current claimed result's rows.
@@ -838,6 +850,7 @@ mod tests {
         let (ended, ()) = tokio::join!(
             follow(
                 framing,
+                false,
                 &slot,
                 &mut from_client,
                 &mut from_server,
@@ -853,6 +866,7 @@ mod tests {
         let ok = Ending {
             status: 2,
             warnings: 0,
+            state: None,
         };
         // The result set's (the login's OK is not a result).
         assert_eq!(Vec::from(kept.endings.clone()), vec![ok]);
@@ -1237,6 +1251,7 @@ mod tests {
             async {
                 let ended = follow(
                     framing,
+                    false,
                     &slot,
                     &mut from_client,
                     &mut from_server,

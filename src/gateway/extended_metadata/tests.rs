@@ -143,7 +143,11 @@ fn several_results_with_eof_packets() {
 /// not a column EOF, a prepare's OK or the login's.
 #[test]
 fn how_each_result_ended_is_noted() {
-    let ending = |status, warnings| Ending { status, warnings };
+    let ending = |status, warnings| Ending {
+        status,
+        warnings,
+        state: None,
+    };
     let warned = |mut p: Vec<u8>, at: usize| {
         p[at] = 3;
         p
@@ -365,4 +369,74 @@ fn a_result_is_paired_with_the_record_of_the_same_columns() {
         Some(vec![Vec::new(), Vec::new()])
     );
     assert_eq!(metadata.infos(7, &later.columns), Some(vec![Vec::new()]));
+}
+
+/// With `CLIENT_SESSION_TRACK` asked by the relay, each OK's session-state
+/// information goes into its ending and out of the packet, with
+/// `SERVER_SESSION_STATE_CHANGED`: the driver gets the OK a server writes
+/// to a client without tracking (its info kept only when not empty). An
+/// OK without the flag passes as it is, its ending with an empty state;
+/// a cut one loses the connection, never a panic.
+#[test]
+fn session_state_is_taken_out_of_each_ok() {
+    let state = b"\x00\x11\x09time_zone\x06+05:00";
+    // header, affected 1, insert id 0, status, warnings, info, state.
+    let tracked = |header: u8, info: &[u8]| {
+        let mut p = vec![header, 1, 0, 0x02, 0x40, 0, 0, info.len() as u8];
+        p.extend_from_slice(info);
+        p.push(state.len() as u8);
+        p.extend_from_slice(state);
+        p
+    };
+    let mut answers = logged_in(true, false);
+    answers.session_track = true;
+    answers.client_packet(0, b"\x03SET time_zone = '+05:00'");
+    let (out, _) = feed(&mut answers, &[tracked(0, b"")]).unwrap();
+    assert_eq!(out, vec![vec![0, 1, 0, 0x02, 0, 0, 0]]);
+    answers.client_packet(0, b"\x03SELECT 1; UPDATE t SET a = 1");
+    let mut end = tracked(0xfe, b"");
+    end[3] |= 0x08;
+    let (out, _) = feed(
+        &mut answers,
+        &[
+            vec![1],
+            definition("a", Some(b"")),
+            b"\x011".to_vec(),
+            end,
+            tracked(0, b"Rows matched: 1"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(out[3], [0xfe, 1, 0, 0x0a, 0, 0, 0]);
+    assert_eq!(out[4][..7], [0, 1, 0, 0x02, 0, 0, 0]);
+    assert_eq!(&out[4][7..], b"\x0fRows matched: 1");
+    let endings = std::mem::take(&mut answers.endings);
+    assert_eq!(endings.len(), 3);
+    assert!(
+        endings
+            .iter()
+            .all(|e| e.state.as_deref() == Some(&state[..]))
+    );
+    // No change: as it is, and an empty state.
+    answers.client_packet(0, b"\x03DO 1");
+    let (out, _) = feed(&mut answers, &[ok(0, 2)]).unwrap();
+    assert_eq!(out, vec![ok(0, 2)]);
+    assert_eq!(answers.endings[0].state.as_deref(), Some(&[][..]));
+    // Cut anywhere in its info or state: lost, not a panic.
+    let whole = tracked(0, b"info");
+    for end in 7..whole.len() {
+        let mut answers = logged_in(true, false);
+        answers.session_track = true;
+        answers.client_packet(0, b"\x03SET @a = 1");
+        assert!(
+            feed(&mut answers, &[whole[..end].to_vec()]).is_err(),
+            "{end}"
+        );
+    }
+    // Not asked by the relay (the driver's own): untouched, no state.
+    let mut answers = logged_in(true, false);
+    answers.client_packet(0, b"\x03SET time_zone = '+05:00'");
+    let (out, _) = feed(&mut answers, &[tracked(0, b"")]).unwrap();
+    assert_eq!(out, vec![tracked(0, b"")]);
+    assert_eq!(answers.endings[0].state, None);
 }

@@ -10,6 +10,7 @@ const CLIENT_PROTOCOL_41: u32 = 1 << 9;
 const CLIENT_SSL: u32 = 1 << 11;
 const CLIENT_COMPRESS: u32 = 1 << 5;
 const CLIENT_DEPRECATE_EOF: u32 = 1 << 24;
+const CLIENT_SESSION_TRACK: u32 = 1 << 23;
 /// `MARIADB_CLIENT_EXTENDED_METADATA` (MariaDB ≥ 10.5).
 const MARIADB_EXTENDED_METADATA: u32 = 1 << 3;
 /// `MARIADB_CLIENT_CACHE_METADATA`: a binary result's column count is
@@ -30,6 +31,8 @@ pub struct Greeting {
     pub connection_id: u32,
     /// A MariaDB server that can send extended metadata.
     pub offers_extended: bool,
+    /// The server can report session-state changes in its OKs.
+    pub offers_session_track: bool,
 }
 
 /// Reads a Handshake v10 greeting (`None`: something else, e.g. an ERR).
@@ -54,6 +57,7 @@ pub fn greeting(p: &[u8]) -> Option<Greeting> {
         offers_extended: caps & CLIENT_MYSQL == 0
             && caps & CLIENT_PROTOCOL_41 != 0
             && mariadb & MARIADB_EXTENDED_METADATA != 0,
+        offers_session_track: caps & CLIENT_SESSION_TRACK != 0,
     })
 }
 
@@ -82,6 +86,24 @@ pub fn ask_extended(response: &mut [u8]) -> Option<Framing> {
         deprecate_eof: caps & CLIENT_DEPRECATE_EOF != 0,
         cache_metadata: mariadb & MARIADB_CACHE_METADATA != 0,
     })
+}
+
+/// Asks for session-state tracking (`CLIENT_SESSION_TRACK`) in a handshake
+/// response the relay follows, in place, for a server that offers it:
+/// the server then reports the changes each statement made in its OKs,
+/// which the relay takes out for the gateway. `false` when the client
+/// asked for it itself (its OKs then pass as they are) or it is not
+/// offered.
+pub fn ask_session_track(response: &mut [u8], hello: &Greeting) -> bool {
+    let Some(caps) = response.get_mut(0..4) else {
+        return false;
+    };
+    let asked = u32::from_le_bytes((&*caps).try_into().expect("4 bytes"));
+    if !hello.offers_session_track || asked & CLIENT_SESSION_TRACK != 0 {
+        return false;
+    }
+    caps.copy_from_slice(&(asked | CLIENT_SESSION_TRACK).to_le_bytes());
+    true
 }
 
 /// A length-encoded integer at the start of `p`: its value and size.
@@ -261,6 +283,32 @@ mod tests {
         for end in 0..40 {
             assert_eq!(greeting(&full[..end]), None, "{end}");
         }
+    }
+
+    #[test]
+    fn session_tracking_is_asked_for_where_offered_and_not_asked() {
+        let caps = CLIENT_PROTOCOL_41 | CLIENT_DEPRECATE_EOF;
+        let offered = greeting(&hello(
+            caps | CLIENT_SESSION_TRACK,
+            MARIADB_EXTENDED_METADATA,
+        ))
+        .unwrap();
+        let not_offered = greeting(&hello(caps, MARIADB_EXTENDED_METADATA)).unwrap();
+        let response = |caps: u32| {
+            let mut r = vec![0u8; 40];
+            r[..4].copy_from_slice(&caps.to_le_bytes());
+            r
+        };
+        let mut r = response(caps);
+        assert!(ask_session_track(&mut r, &offered));
+        assert_eq!(r[..4], (caps | CLIENT_SESSION_TRACK).to_le_bytes());
+        // The client's own: its OKs are its own to read.
+        let mut r = response(caps | CLIENT_SESSION_TRACK);
+        assert!(!ask_session_track(&mut r, &offered));
+        let mut r = response(caps);
+        assert!(!ask_session_track(&mut r, &not_offered));
+        assert_eq!(r, response(caps));
+        assert!(!ask_session_track(&mut [0u8; 3], &offered));
     }
 
     #[test]

@@ -51,6 +51,8 @@ mod terminators;
 #[cfg(test)]
 mod test_client;
 
+use bytes::Bytes;
+
 use crate::api::pb;
 use crate::mysql::MysqlError;
 use crate::mysql::packet::Packets;
@@ -66,16 +68,23 @@ pub enum RowFormat {
 }
 
 /// How the backend ended a result: the status flags and warning count
-/// of the packet after its rows (or of its OK), where the stream says.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// of the packet after its rows (or of its OK), where the stream says,
+/// and the session-state information the server put in it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Ending {
     status: Option<StatusFlags>,
     warnings: Option<u16>,
+    /// The server's own session-state information (our gateway's relay:
+    /// empty where the server reported no change). Written as it is to a
+    /// client that tracks session state, in place of what the sidecar
+    /// rebuilds.
+    state: Option<Bytes>,
 }
 
 impl Ending {
     fn of(result: &pb::QueryResult) -> Self {
         Self {
+            state: result.session_state_info.clone(),
             status: result
                 .server_status
                 .and_then(|s| u16::try_from(s).ok())
@@ -104,7 +113,7 @@ enum Held {
 impl Held {
     fn ending(&self) -> Ending {
         match self {
-            Self::EndOfRows(ending) | Self::Ok { ending, .. } => *ending,
+            Self::EndOfRows(ending) | Self::Ok { ending, .. } => ending.clone(),
         }
     }
 }
@@ -146,6 +155,9 @@ pub struct ResultWriter {
     /// Session-state changes for the final OK (see
     /// [`ResultWriter::session_state`]).
     session_state: Vec<u8>,
+    /// The server's session-state changes of a set's end that a classic
+    /// EOF could not carry, for the next OK.
+    kept_state: Vec<u8>,
     /// The stream marks where each result ends (our gateway's).
     marked_ends: bool,
     /// The statement is a `CALL` of this routine: a server says
@@ -177,6 +189,7 @@ impl ResultWriter {
             status: status - StatusFlags::SERVER_MORE_RESULTS_EXISTS,
             state: State::Empty,
             session_state: Vec::new(),
+            kept_state: Vec::new(),
             marked_ends: true,
             call_of: None,
             out_params: false,

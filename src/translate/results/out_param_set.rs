@@ -31,7 +31,7 @@ impl ResultWriter {
             self.state = state;
             return Ok(());
         };
-        let flagged = ended.and_then(|ending| ending.status);
+        let flagged = ended.as_ref().and_then(|ending| ending.status);
         self.out_params = flagged.map_or(out_params, |s| {
             s.contains(StatusFlags::SERVER_PS_OUT_PARAMS)
         });

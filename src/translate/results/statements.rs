@@ -43,7 +43,7 @@ impl ResultWriter {
     /// A result ended thus (`ok`: an OK result): the index flags the
     /// server keeps for the rest of a call, and the statement of a
     /// multi-statement the next result comes from.
-    pub(super) fn result_ended(&mut self, ok: bool, ending: Ending) {
+    pub(super) fn result_ended(&mut self, ok: bool, ending: &Ending) {
         if self.in_call() {
             self.call_flags |= ending.status.unwrap_or_default() & INDEX_FLAGS;
         }

@@ -8,7 +8,7 @@ use crate::mysql::MysqlError;
 use crate::mysql::packet::Packets;
 use crate::mysql::response;
 use crate::mysql::{CapabilityFlags, StatusFlags};
-use crate::translate::out_params;
+use crate::translate::{out_params, session_track};
 
 use super::{Ending, Held, ResultWriter, State};
 
@@ -46,19 +46,21 @@ impl ResultWriter {
             // for a multi-statement whose second statement fails).
             (State::Held(held), Some(error)) => {
                 let (status, warnings) = self.intermediate(&held);
-                write_held(out, self.caps, &held, status, warnings);
+                self.write_held(out, &held, status, warnings, &[]);
                 response::err(out, error);
             }
-            (State::Open { .. } | State::MaybeOutParams { .. }, None) => write_held(
+            (State::Open { .. } | State::MaybeOutParams { .. }, None) => write_held_tracked(
                 out,
                 self.caps,
                 &Held::EndOfRows(Ending::default()),
                 status,
                 warnings,
+                &[],
             ),
             (State::Held(held), None) => {
                 let status = last_status(status, held.ending());
-                write_held_tracked(out, self.caps, &held, status, warnings, &self.session_state)
+                let rebuilt = std::mem::take(&mut self.session_state);
+                self.write_held(out, &held, status, warnings, &rebuilt);
             }
             (State::Empty, None) => response::ok_tracked(
                 out,
@@ -81,8 +83,8 @@ impl ResultWriter {
     ) -> Result<(), MysqlError> {
         let ending = Ending::of(result);
         if self.marked_ends && matches!(self.state, State::Open { .. }) {
+            self.result_ended(false, &ending);
             self.state = State::Held(Held::EndOfRows(ending));
-            self.result_ended(false, ending);
             return Ok(());
         }
         match &mut self.state {
@@ -98,7 +100,7 @@ impl ResultWriter {
                         .as_deref()
                         .is_some_and(|routine| out_params::is_out_params(fields, routine)),
                 };
-                *ended = Some(ending);
+                *ended = Some(ending.clone());
                 if maybe && rows.len() == 1 {
                     // Written once the final OK is here: the column EOF
                     // of OUT parameters has its warning count.
@@ -107,7 +109,7 @@ impl ResultWriter {
                 // An ordinary set of the procedure, its column EOF with
                 // the flags the server ended it with.
                 self.release_candidate(false, 0, out)?;
-                self.result_ended(false, ending);
+                self.result_ended(false, &ending);
                 return Ok(());
             }
             // The CALL's final OK follows a one-row candidate: it is the
@@ -129,9 +131,9 @@ impl ResultWriter {
             ),
             insert_id: result.insert_id,
             info: result.info.clone(),
-            ending,
+            ending: ending.clone(),
         });
-        self.result_ended(true, ending);
+        self.result_ended(true, &ending);
         Ok(())
     }
 
@@ -147,7 +149,7 @@ impl ResultWriter {
             State::Held(held) => held,
         };
         let (status, warnings) = self.intermediate(&held);
-        write_held(out, self.caps, &held, status, warnings);
+        self.write_held(out, &held, status, warnings, &[]);
         Ok(())
     }
 
@@ -194,17 +196,53 @@ pub(super) fn last_status(session: StatusFlags, ending: Ending) -> StatusFlags {
     session | (ending.status.unwrap_or_default() - OWN_FLAGS)
 }
 
-pub(super) fn write_held(
-    out: &mut Packets,
-    caps: CapabilityFlags,
-    held: &Held,
-    status: StatusFlags,
-    warnings: u16,
-) {
-    write_held_tracked(out, caps, held, status, warnings, &[]);
+impl ResultWriter {
+    /// Writes a held terminator with the session-state changes the server
+    /// reported in it (our gateway's relay), as a server writes them in
+    /// each result's OK, with its `SERVER_SESSION_STATE_CHANGED`; where
+    /// the stream carries none, with `rebuilt` (the sidecar's own, for
+    /// the last terminator). A classic EOF has no room for them: the
+    /// server keeps them for the next OK, and so does the writer
+    /// ([`session_track::merge`]).
+    pub(super) fn write_held(
+        &mut self,
+        out: &mut Packets,
+        held: &Held,
+        status: StatusFlags,
+        warnings: u16,
+        rebuilt: &[u8],
+    ) {
+        let ending = held.ending();
+        let Some(server) = ending.state.as_deref() else {
+            return write_held_tracked(out, self.caps, held, status, warnings, rebuilt);
+        };
+        let tracks = self.caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK);
+        let changed = ending
+            .status
+            .filter(|_| tracks)
+            .map_or(StatusFlags::empty(), |s| {
+                s & StatusFlags::SERVER_SESSION_STATE_CHANGED
+            });
+        let status = status | changed;
+        let classic = !self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
+        match held {
+            Held::EndOfRows(_) if classic => {
+                self.kept_state = session_track::merge(&self.kept_state, server);
+                write_held_tracked(out, self.caps, held, status, warnings, &[]);
+            }
+            Held::Ok { .. } => {
+                let kept = std::mem::take(&mut self.kept_state);
+                let state = session_track::merge(&kept, server);
+                write_held_tracked(out, self.caps, held, status, warnings, &state);
+            }
+            Held::EndOfRows(_) => {
+                write_held_tracked(out, self.caps, held, status, warnings, server)
+            }
+        }
+    }
 }
 
-/// [`write_held`], with session-state changes for an OK (the final one).
+/// [`write_held`], with these session-state changes.
 pub(super) fn write_held_tracked(
     out: &mut Packets,
     caps: CapabilityFlags,
@@ -214,7 +252,7 @@ pub(super) fn write_held_tracked(
     state: &[u8],
 ) {
     match held {
-        Held::EndOfRows(_) => response::end_of_rows(out, caps, status, warnings),
+        Held::EndOfRows(_) => response::end_of_rows_tracked(out, caps, status, warnings, state),
         Held::Ok {
             affected_rows,
             insert_id,
