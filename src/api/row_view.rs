@@ -194,7 +194,11 @@ impl<'a> Iterator for Cells<'a> {
     type Item = Option<&'a [u8]>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        // The varints were checked when the row was decoded.
+        if self.lengths.is_empty() {
+            return None;
+        }
+        // The varints were checked when the row was decoded (an error
+        // here would also allocate: prost boxes them).
         let zigzag = decode_varint(&mut self.lengths).ok()?;
         self.left = self.left.saturating_sub(1);
         let Ok(len) = usize::try_from(unzigzag(zigzag)) else {
