@@ -523,7 +523,11 @@ async fn gateway_drain(transport: myquic::client::TransportPreference, label: &s
                 if let Some(result) = reply.message.result
                     && let Some(row) = result.rows.first()
                 {
-                    last = myquic::translate::rows::unpack_row(row);
+                    last = row.cells().map(|cells| {
+                        cells
+                            .map(|c| c.map(bytes::Bytes::copy_from_slice))
+                            .collect::<Vec<_>>()
+                    });
                 }
             }
             Ok::<_, myquic::client::CallError>(last)

@@ -236,7 +236,13 @@ async fn compression_both_ways() {
             .unwrap();
         let mut count = 0;
         while let Some(reply) = stream.next().await.unwrap() {
-            for row in reply.message.result.as_ref().map(rows).unwrap_or_default() {
+            for row in reply
+                .message
+                .result
+                .as_ref()
+                .map(streamed_rows)
+                .unwrap_or_default()
+            {
                 assert_eq!(row[0].as_deref(), Some(big.as_bytes()));
                 count += 1;
             }
@@ -601,7 +607,7 @@ async fn dropping_a_stream_cancels_it() {
             .await
             .unwrap();
         let first = stream.next().await.unwrap().unwrap();
-        assert!(!first.message.result.unwrap().fields.is_empty());
+        assert!(!first.message.result.unwrap().head.fields.is_empty());
         // Busy while the stream is open.
         match client.execute(Some(&session), "SELECT 1", no_binds()).await {
             Err(CallError::Api(e)) => assert_eq!(e.code, Code::Aborted),

@@ -7,6 +7,7 @@ pub mod effort;
 pub mod error;
 pub mod pb;
 pub mod row_batch;
+pub mod row_view;
 mod s2_stream;
 pub mod stream_coding;
 pub mod strict_text;

@@ -22,7 +22,7 @@ use crate::api::connect::{
 use crate::api::stream_coding::{self, StreamCompressor};
 use crate::api::{
     ApiError, BODY_ENCODING_HEADER, Code, Codec, Encoding, Framing, MAX_REQUEST_BYTES_HEADER,
-    Method, RAW_TEXT_HEADER, pb,
+    Method, RAW_TEXT_HEADER,
 };
 use crate::telemetry::TraceId;
 use crate::transport::HttpVersion;
@@ -32,7 +32,7 @@ use super::connector::Counters;
 use super::credential::Credential;
 use super::envelopes::Envelopes;
 use super::error::CallError;
-use super::execute_reply::decode_without_session;
+use super::execute_reply::{Streamed, decode_without_session};
 use super::session::{RawSession, SESSION_FIELD, extract_session};
 
 /// Streaming requests from this size on are compressed as they are sent
@@ -608,7 +608,7 @@ impl ExecuteStream {
     /// The next message; `Ok(None)` after the gateway's clean end of
     /// stream. An error (including an end-of-stream error, as
     /// [`CallError::Api`]) ends the stream: later calls return `Ok(None)`.
-    pub async fn next(&mut self) -> Result<Option<Reply<pb::ExecuteResponse>>, CallError> {
+    pub async fn next(&mut self) -> Result<Option<Reply<Streamed>>, CallError> {
         if self.done {
             return Ok(None);
         }
@@ -664,7 +664,7 @@ impl ExecuteStream {
         }
     }
 
-    async fn read(&mut self) -> Result<Option<Reply<pb::ExecuteResponse>>, CallError> {
+    async fn read(&mut self) -> Result<Option<Reply<Streamed>>, CallError> {
         loop {
             let taken = self.envelopes.next(self.limit).map_err(|e| match e.code {
                 Code::ResourceExhausted => CallError::TooLarge { limit: self.limit },

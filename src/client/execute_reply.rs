@@ -1,4 +1,5 @@
-//! A streamed `ExecuteResponse` decoded without its `session` field.
+//! A streamed `ExecuteResponse` decoded without its `session` field, its
+//! rows read in place.
 //!
 //! The session comes back to the caller as the server's bytes
 //! ([`super::RawSession`], decoded once there); decoding it a second time
@@ -8,52 +9,81 @@
 use bytes::Bytes;
 
 use crate::api::pb;
+use crate::api::row_view::ResultView;
 
-/// `psdb.v1alpha1.ExecuteResponse` without field 1 (`session`), which
-/// prost skips as an unknown field, and 4 (`timing`, unset in a stream).
+/// A streamed `psdb.v1alpha1.ExecuteResponse` without field 1
+/// (`session`), which prost skips as an unknown field, and 4 (`timing`,
+/// unset in a stream).
 #[derive(Clone, PartialEq, prost::Message)]
-struct WithoutSession {
+pub struct Streamed {
     #[prost(message, optional, tag = "2")]
-    result: Option<pb::QueryResult>,
+    pub result: Option<ResultView>,
     #[prost(message, optional, tag = "3")]
-    error: Option<pb::RpcError>,
+    pub error: Option<pb::RpcError>,
 }
 
-/// Decodes a streamed message; its `session` is left `None`.
-///
-/// Decoded from the payload's `Bytes`, so each row's `values` is a view of
-/// the payload, not an allocation and a copy of its own (250 of each per
-/// medium SELECT): rows are written to the client and dropped with the
-/// message. The fields are copied out, as they were: a result set's, a
-/// cursor's or a prepared statement's columns outlive their message, which
-/// a view would keep whole (up to 256 KiB) for as long.
-pub(super) fn decode_without_session(
-    payload: Bytes,
-) -> Result<pb::ExecuteResponse, prost::DecodeError> {
-    let WithoutSession { mut result, error } = prost::Message::decode(payload)?;
-    if let Some(result) = &mut result {
-        result.fields.iter_mut().for_each(own_field);
+impl From<pb::ExecuteResponse> for Streamed {
+    /// The message as a stream's would decode (its session dropped).
+    fn from(message: pb::ExecuteResponse) -> Self {
+        Self {
+            result: message.result.map(ResultView::from),
+            error: message.error,
+        }
     }
-    Ok(pb::ExecuteResponse {
-        session: None,
-        result,
-        error,
-        timing: 0.0,
-    })
 }
 
-/// `field` with its bytes in allocations of their own.
-fn own_field(field: &mut pb::Field) {
-    for bytes in [
+/// Decodes a streamed message.
+///
+/// Decoded from the payload's `Bytes`, so each row (its `lengths` and its
+/// `values`) is a view of the payload, not allocations and copies of its
+/// own (250 rows per medium SELECT): rows are written to the client and
+/// dropped with the message. The fields are copied out: a result set's, a
+/// cursor's or a prepared statement's columns outlive the message, which
+/// a view would keep whole (up to 256 KiB) for as long.
+pub(super) fn decode_without_session(payload: Bytes) -> Result<Streamed, prost::DecodeError> {
+    let mut message: Streamed = prost::Message::decode(payload)?;
+    if let Some(result) = &mut message.result {
+        own_fields(&mut result.head.fields);
+    }
+    Ok(message)
+}
+
+/// The fields' bytes, all in one allocation of their own: one copy per
+/// message rather than one per name (six per field), each of which also
+/// took a second allocation when first cloned (`Bytes` makes a shared
+/// header for a vector it was made from on its first clone).
+fn own_fields(fields: &mut [pb::Field]) {
+    let total: usize = fields
+        .iter_mut()
+        .flat_map(field_bytes)
+        .map(|b| b.len())
+        .sum();
+    if total == 0 {
+        return;
+    }
+    let mut all = Vec::with_capacity(total);
+    for bytes in fields.iter_mut().flat_map(field_bytes) {
+        all.extend_from_slice(bytes);
+    }
+    let all = Bytes::from(all);
+    let mut at = 0;
+    for bytes in fields.iter_mut().flat_map(field_bytes) {
+        let len = bytes.len();
+        *bytes = all.slice(at..at + len);
+        at += len;
+    }
+}
+
+/// A field's `bytes` members.
+fn field_bytes(field: &mut pb::Field) -> [&mut Bytes; 6] {
+    [
         &mut field.name,
         &mut field.table,
         &mut field.org_table,
         &mut field.database,
         &mut field.org_name,
         &mut field.extended_metadata,
-    ] {
-        *bytes = Bytes::copy_from_slice(bytes);
-    }
+    ]
 }
 
 #[cfg(test)]
@@ -87,17 +117,12 @@ mod tests {
             timing: 0.0,
         };
         let decoded = decode_without_session(full.encode_to_vec().into()).unwrap();
-        assert_eq!(
-            decoded,
-            pb::ExecuteResponse {
-                session: None,
-                ..full
-            }
-        );
+        assert_eq!(decoded, Streamed::from(full));
         assert!(decode_without_session(Bytes::from_static(&[0x12, 0x05, 0x08])).is_err());
     }
 
-    /// Rows are views of the payload, so no allocation per row; the
+    /// Rows are views of the payload, so no allocation per row (their
+    /// lengths too: `row_view`'s tests); the
     /// fields, which may outlive the message, are copies of their own.
     #[test]
     fn rows_are_views_of_the_payload_and_fields_are_not() {
@@ -123,10 +148,10 @@ mod tests {
         let payload = Bytes::from(full.encode_to_vec());
         let within = |b: &Bytes| payload.as_ptr_range().contains(&b.as_ptr());
         let decoded = decode_without_session(payload.clone()).unwrap();
-        assert_eq!(decoded.result, full.result);
+        assert_eq!(decoded, Streamed::from(full));
         let result = decoded.result.unwrap();
-        assert!(within(&result.rows[0].values));
-        let field = &result.fields[0];
+        assert!(within(result.rows[0].values()));
+        let field = &result.head.fields[0];
         for bytes in [
             &field.name,
             &field.table,

@@ -39,6 +39,7 @@ pub use config::{Backoff, ClientConfig, ConfigError, TransportPreference, defaul
 pub use connector::Stats;
 pub use credential::Credential;
 pub use error::CallError;
+pub use execute_reply::Streamed;
 pub use session::RawSession;
 
 use crate::api::{Method, pb};

@@ -18,6 +18,7 @@
 use std::collections::VecDeque;
 
 use crate::api::pb;
+use crate::api::row_view::{ResultView, RowView};
 use crate::mysql::MysqlError;
 use crate::mysql::packet::Packets;
 use crate::mysql::response::{self, ColumnStyle};
@@ -27,7 +28,7 @@ use crate::translate::to_mysql;
 #[derive(Debug)]
 pub struct Cursor {
     fields: Vec<pb::Field>,
-    rows: VecDeque<pb::Row>,
+    rows: VecDeque<RowView>,
     /// Bytes of row values held in `rows`.
     buffered: usize,
     /// The result set has ended upstream: `rows` is all that is left.
@@ -66,8 +67,8 @@ impl Cursor {
 
     /// A message of the statement's stream after the one with the fields:
     /// more rows, or (neither fields nor rows) the end of the set.
-    pub fn push(&mut self, result: &pb::QueryResult) -> Result<(), MysqlError> {
-        if !result.fields.is_empty() || self.complete {
+    pub fn push(&mut self, result: &ResultView) -> Result<(), MysqlError> {
+        if !result.head.fields.is_empty() || self.complete {
             // A cursor's statement has one result set; a second one (or
             // rows after its end) is not something a SELECT produces.
             self.complete = true;
@@ -82,14 +83,11 @@ impl Cursor {
             self.complete = true;
         }
         for row in &result.rows {
-            self.buffered += row.values.len();
+            self.buffered += row.values().len();
             // A copy, not a view of the message: a row held here would
             // keep its whole message (up to 256 KiB) for as long, beyond
             // what `buffered` counts.
-            self.rows.push_back(pb::Row {
-                lengths: row.lengths.clone(),
-                values: bytes::Bytes::copy_from_slice(&row.values),
-            });
+            self.rows.push_back(row.to_owned_copy());
         }
         Ok(())
     }
@@ -114,7 +112,7 @@ impl Cursor {
             let Some(row) = self.rows.pop_front() else {
                 break;
             };
-            self.buffered -= row.values.len();
+            self.buffered -= row.values().len();
             to_mysql::binary_row(out, &self.fields, &row)?;
             *remaining -= 1;
         }
@@ -174,17 +172,18 @@ mod tests {
         }
     }
 
-    fn rows(from: i32, to: i32) -> pb::QueryResult {
+    fn rows(from: i32, to: i32) -> ResultView {
         pb::QueryResult {
             rows: (from..to)
                 .map(|i| pack_row([Some(i.to_string().as_bytes())]))
                 .collect(),
             ..Default::default()
         }
+        .into()
     }
 
-    fn end() -> pb::QueryResult {
-        pb::QueryResult::default()
+    fn end() -> ResultView {
+        ResultView::default()
     }
 
     /// The payloads written, in order.
@@ -307,7 +306,7 @@ mod tests {
             fields: vec![field("m")],
             ..Default::default()
         };
-        assert_eq!(cursor.push(&second).unwrap_err().code, 1105);
+        assert_eq!(cursor.push(&second.into()).unwrap_err().code, 1105);
         assert!(cursor.is_complete());
     }
 
@@ -330,8 +329,8 @@ mod tests {
             }],
             ..Default::default()
         };
-        cursor.push(&result).unwrap();
-        let held = &cursor.rows[0].values;
+        cursor.push(&result.into()).unwrap();
+        let held = cursor.rows[0].values();
         assert_eq!(held, &b"xxx"[..]);
         assert!(!message.as_ptr_range().contains(&held.as_ptr()));
         assert_eq!(cursor.buffered(), 3);

@@ -8,6 +8,7 @@
 //! copying, into `mysql::response`'s encoders.
 
 use crate::api::pb;
+use crate::api::row_view::{Cells, RowView};
 use crate::mysql::packet::Packets;
 use crate::mysql::response::{self, BinaryType, ColumnDefinition, ColumnStyle};
 use crate::mysql::{CapabilityFlags, ColumnFlags, ColumnType, MysqlError, StatusFlags};
@@ -49,9 +50,8 @@ fn saturate_u16(v: u32) -> u16 {
 
 /// A text-protocol row. A row whose `lengths` and `values` disagree is
 /// refused (it would desynchronise the client).
-pub fn text_row(out: &mut Packets, row: &pb::Row) -> Result<(), MysqlError> {
-    check_row(row)?;
-    response::text_row(out, Cells::new(row), row.values.len());
+pub fn text_row(out: &mut Packets, row: &RowView) -> Result<(), MysqlError> {
+    response::text_row(out, checked_cells(row)?, row.values().len());
     Ok(())
 }
 
@@ -61,13 +61,13 @@ pub fn text_row(out: &mut Packets, row: &pb::Row) -> Result<(), MysqlError> {
 pub fn binary_row(
     out: &mut Packets,
     fields: &[pb::Field],
-    row: &pb::Row,
+    row: &RowView,
 ) -> Result<(), MysqlError> {
-    check_row(row)?;
-    if row.lengths.len() != fields.len() {
+    let cells = checked_cells(row)?;
+    if row.len() != fields.len() {
         return Err(malformed_row(format!(
             "{} values for {} columns",
-            row.lengths.len(),
+            row.len(),
             fields.len()
         )));
     }
@@ -75,8 +75,8 @@ pub fn binary_row(
         column_type: column_type(field),
         unsigned: field.flags & u32::from(ColumnFlags::UNSIGNED_FLAG.bits()) != 0,
     });
-    response::binary_row(out, types, Cells::new(row), row.values.len()).map_err(|i| {
-        let text = Cells::new(row).nth(i).flatten().unwrap_or_default();
+    response::binary_row(out, types, cells.clone(), row.values().len()).map_err(|i| {
+        let text = cells.clone().nth(i).flatten().unwrap_or_default();
         unconvertible(&fields[i], text)
     })
 }
@@ -140,59 +140,16 @@ pub fn field_list(
     response::field_list(out, caps, style, &columns, status);
 }
 
-/// The cells of a checked row, without copying: `None` is NULL.
-#[derive(Clone)]
-struct Cells<'a> {
-    lengths: std::slice::Iter<'a, i64>,
-    values: &'a [u8],
-}
-
-impl<'a> Cells<'a> {
-    /// Only for rows that passed [`check_row`].
-    fn new(row: &'a pb::Row) -> Self {
-        Self {
-            lengths: row.lengths.iter(),
-            values: &row.values,
-        }
-    }
-}
-
-impl<'a> Iterator for Cells<'a> {
-    type Item = Option<&'a [u8]>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let len = *self.lengths.next()?;
-        let Ok(len) = usize::try_from(len) else {
-            return Some(None);
-        };
-        let (value, rest) = self.values.split_at(len.min(self.values.len()));
-        self.values = rest;
-        Some(Some(value))
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        self.lengths.size_hint()
-    }
-}
-
-impl ExactSizeIterator for Cells<'_> {}
-
-/// Checks that a row's lengths add up to its values, so that walking it
-/// cannot run off the end or leave bytes behind.
-fn check_row(row: &pb::Row) -> Result<(), MysqlError> {
-    let total = row
-        .lengths
-        .iter()
-        .filter_map(|&len| usize::try_from(len).ok())
-        .try_fold(0usize, usize::checked_add);
-    if total == Some(row.values.len()) {
-        Ok(())
-    } else {
-        Err(malformed_row(format!(
+/// The row's cells, walked in place, if its lengths add up to its
+/// values, so that walking it cannot run off the end or leave bytes
+/// behind.
+fn checked_cells(row: &RowView) -> Result<Cells<'_>, MysqlError> {
+    row.cells().ok_or_else(|| {
+        malformed_row(format!(
             "lengths do not match {} bytes of values",
-            row.values.len()
-        )))
-    }
+            row.values().len()
+        ))
+    })
 }
 
 fn malformed_row(detail: String) -> MysqlError {
@@ -338,7 +295,7 @@ mod tests {
             Some(&big[..]),
         ]);
         let mut out = Packets::reply_to(0);
-        text_row(&mut out, &row).unwrap();
+        text_row(&mut out, &(&row).into()).unwrap();
         let p = payloads(&mut out, 1);
         let columns: Arc<[Column]> = (0..6)
             .map(|_| Column::new(ColumnType::MYSQL_TYPE_VAR_STRING))
@@ -367,11 +324,12 @@ mod tests {
             lengths: vec![2, 5],
             values: Bytes::from_static(b"abc"),
         };
+        let bad = RowView::from(&bad);
         let mut out = Packets::reply_to(0);
         assert_eq!(text_row(&mut out, &bad).unwrap_err().code, 1105);
         let f = [field("a", 253, 0, 45), field("b", 253, 0, 45)];
         assert_eq!(binary_row(&mut out, &f, &bad).unwrap_err().code, 1105);
-        let short = pack_row([Some(&b"a"[..])]);
+        let short = RowView::from(&pack_row([Some(&b"a"[..])]));
         assert_eq!(binary_row(&mut out, &f, &short).unwrap_err().code, 1105);
         assert!(out.is_empty());
         assert_eq!(out.seq, 1);
@@ -379,7 +337,7 @@ mod tests {
 
     /// Encodes one binary row and decodes it with mysql_common.
     fn binary_values(fields: &[pb::Field], cells: &[Option<&[u8]>]) -> Vec<Value> {
-        let row = pack_row(cells.iter().copied());
+        let row = RowView::from(&pack_row(cells.iter().copied()));
         let mut out = Packets::reply_to(0);
         binary_row(&mut out, fields, &row).unwrap();
         let p = payloads(&mut out, 1);
@@ -508,7 +466,12 @@ mod tests {
         ] {
             let f = [field("c", 12, 0, 63)];
             let mut out = Packets::reply_to(0);
-            binary_row(&mut out, &f, &pack_row([Some(text.as_bytes())])).unwrap();
+            binary_row(
+                &mut out,
+                &f,
+                &RowView::from(&pack_row([Some(text.as_bytes())])),
+            )
+            .unwrap();
             let p = payloads(&mut out, 1);
             assert_eq!(p[0][2], len, "{text}");
             assert_eq!(p[0].len(), 3 + usize::from(len));
@@ -584,7 +547,7 @@ mod tests {
             (6, 0, "x"),
         ] {
             let f = [field("bad", ty, flags, 63), field("ok", 253, 0, 45)];
-            let row = pack_row([Some(text.as_bytes()), Some(&b"fine"[..])]);
+            let row = RowView::from(&pack_row([Some(text.as_bytes()), Some(&b"fine"[..])]));
             let mut out = Packets::reply_to(0);
             out.push(|b| b.put_u8(1));
             let before = out.buf.len();

@@ -327,6 +327,20 @@ impl Client {
     }
 }
 
+/// The rows of a streamed result as text (NULL as `None`).
+pub fn streamed_rows(result: &myquic::api::row_view::ResultView) -> Vec<Vec<Option<Vec<u8>>>> {
+    result
+        .rows
+        .iter()
+        .map(|r| {
+            r.cells()
+                .expect("consistent row")
+                .map(|c| c.map(<[u8]>::to_vec))
+                .collect()
+        })
+        .collect()
+}
+
 /// The rows of a result as text (NULL as `None`).
 pub fn rows(result: &pb::QueryResult) -> Vec<Vec<Option<Vec<u8>>>> {
     result

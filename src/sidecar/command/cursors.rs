@@ -4,8 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::api::pb;
-use crate::client::{CallError, Reply};
+use crate::client::{CallError, Reply, Streamed};
 use crate::mysql::MysqlError;
 use crate::mysql::packet::Packets;
 use crate::mysql::response;
@@ -24,7 +23,7 @@ use crate::sidecar::session::Session;
 pub const CURSOR_BUFFER_LIMIT: usize = 64 << 20;
 
 /// What the next message of a cursor's stream brought.
-pub type Pulled = Result<Option<Reply<pb::ExecuteResponse>>, CallError>;
+pub type Pulled = Result<Option<Reply<Streamed>>, CallError>;
 
 pub struct OpenCursor<S> {
     pub(super) cursor: Cursor,

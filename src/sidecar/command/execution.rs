@@ -1,8 +1,8 @@
 //! One statement's answer while its `StreamExecute` streams in: result
 //! sets written as they arrive, or the opening of a cursor.
 
-use crate::api::pb;
-use crate::client::{CallError, Reply};
+use crate::api::row_view::ResultView;
+use crate::client::{CallError, Reply, Streamed};
 use crate::mysql::MysqlError;
 use crate::mysql::packet::Packets;
 use crate::translate::cursor::Cursor;
@@ -80,7 +80,7 @@ impl<S> CommandPhase<S> {
     pub fn on_reply(
         &mut self,
         exec: &mut Execution,
-        mut reply: Reply<pb::ExecuteResponse>,
+        mut reply: Reply<Streamed>,
         out: &mut Packets,
     ) -> Flow {
         self.update_session(&mut reply);
@@ -96,18 +96,18 @@ impl<S> CommandPhase<S> {
         }
         if let Some(id) = exec.cursor
             && exec.writer.is_empty()
-            && !result.fields.is_empty()
+            && !result.head.fields.is_empty()
         {
             let mut cursor = Cursor::open(
                 self.caps,
                 self.style,
-                result.fields,
+                result.head.fields,
                 self.session.status(),
                 out,
             );
             let mut failed = None;
             if !result.rows.is_empty() {
-                let rows = pb::QueryResult {
+                let rows = ResultView {
                     rows: result.rows,
                     ..Default::default()
                 };
@@ -122,7 +122,7 @@ impl<S> CommandPhase<S> {
             result
                 .rows
                 .iter()
-                .map(|row| 4 + row.values.len() + row.lengths.len())
+                .map(|row| 4 + row.values().len() + row.len())
                 .sum(),
         );
         match exec.writer.message(&result, out) {

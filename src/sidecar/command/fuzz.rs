@@ -248,9 +248,9 @@ fn command_payload(rng: &mut SmallRng, ids: &[u32]) -> Bytes {
     b.freeze()
 }
 
-fn reply<M>(message: M) -> Reply<M> {
+fn reply<M>(message: impl Into<M>) -> Reply<M> {
     Reply {
-        message,
+        message: message.into(),
         session: None,
         transport: HttpVersion::Http3,
     }

@@ -45,9 +45,9 @@ pub(super) fn first_payload(out: &Packets) -> Vec<u8> {
     out.buf[4..4 + len].to_vec()
 }
 
-pub(super) fn reply<M>(message: M) -> Reply<M> {
+pub(super) fn reply<M>(message: impl Into<M>) -> Reply<M> {
     Reply {
-        message,
+        message: message.into(),
         session: None,
         transport: HttpVersion::Http2,
     }
@@ -474,7 +474,7 @@ fn run_query(p: &mut Phase, sql: &str, script: Vec<Pulled>) -> (Next, Vec<Vec<u8
     (next, payloads(&out))
 }
 
-type Pulled = Result<Option<Reply<pb::ExecuteResponse>>, CallError>;
+type Pulled = Result<Option<Reply<crate::client::Streamed>>, CallError>;
 
 fn payloads(out: &Packets) -> Vec<Vec<u8>> {
     let mut buf = BytesMut::from(&out.buf[..]);

@@ -54,6 +54,7 @@ mod test_client;
 use bytes::Bytes;
 
 use crate::api::pb;
+use crate::api::row_view::{ResultView, RowView};
 use crate::mysql::MysqlError;
 use crate::mysql::packet::Packets;
 use crate::mysql::response::ColumnStyle;
@@ -132,7 +133,7 @@ enum State {
     /// OK comes next (`ended`: its end, once seen).
     MaybeOutParams {
         fields: Vec<pb::Field>,
-        rows: Vec<pb::Row>,
+        rows: Vec<RowView>,
         ended: Option<Ending>,
     },
     /// The last result is complete but its terminator waits.
@@ -241,18 +242,14 @@ impl ResultWriter {
     }
 
     /// One streamed message's result, in order.
-    pub fn message(
-        &mut self,
-        result: &pb::QueryResult,
-        out: &mut Packets,
-    ) -> Result<(), MysqlError> {
-        if !result.fields.is_empty() {
+    pub fn message(&mut self, result: &ResultView, out: &mut Packets) -> Result<(), MysqlError> {
+        if !result.head.fields.is_empty() {
             if !self.marked_ends && !self.is_empty() {
                 return Err(unmarked_results());
             }
-            self.start_set(&result.fields, out)?;
+            self.start_set(&result.head.fields, out)?;
         } else if result.rows.is_empty() {
-            return self.end_result(result, out);
+            return self.end_result(&result.head, out);
         }
         self.rows(&result.rows, out)
     }
@@ -267,7 +264,7 @@ impl ResultWriter {
     pub fn unary(
         caps: CapabilityFlags,
         format: RowFormat,
-        result: &pb::QueryResult,
+        result: &ResultView,
         status: StatusFlags,
         warnings: u16,
         out: &mut Packets,
@@ -362,7 +359,14 @@ mod tests {
                 Some("18446744073709551615"),
             ])],
         );
-        ResultWriter::unary(modern(), RowFormat::Binary, &result, FINAL, 1, &mut out);
+        ResultWriter::unary(
+            modern(),
+            RowFormat::Binary,
+            &result.into(),
+            FINAL,
+            1,
+            &mut out,
+        );
         assert_eq!(
             client(&mut out, modern(), RowFormat::Binary),
             vec![
@@ -377,7 +381,7 @@ mod tests {
         ResultWriter::unary(
             classic(),
             RowFormat::Text,
-            &ok_msg(3, 0, ""),
+            &ok_msg(3, 0, "").into(),
             FINAL,
             0,
             &mut out,
@@ -387,7 +391,7 @@ mod tests {
             vec![Seen::Ok(3, 0, FINAL, 0, String::new())]
         );
         let bad = fields_msg(vec![field("n", 1, 0)], vec![row(&[Some("300")])]);
-        ResultWriter::unary(modern(), RowFormat::Binary, &bad, FINAL, 0, &mut out);
+        ResultWriter::unary(modern(), RowFormat::Binary, &bad.into(), FINAL, 0, &mut out);
         let seen = client(&mut out, modern(), RowFormat::Binary);
         assert!(matches!(&seen[1], Seen::Err(1105, _)), "{seen:?}");
     }
@@ -397,11 +401,14 @@ mod tests {
         let mut out = Packets::reply_to(0);
         let mut writer = ResultWriter::new(modern(), RowFormat::Text, MID);
         writer
-            .message(&fields_msg(id_name(), vec![]), &mut out)
+            .message(&fields_msg(id_name(), vec![]).into(), &mut out)
             .unwrap();
         let first = out.take();
         writer
-            .message(&rows_msg(vec![row(&[Some("1"), Some("a")])]), &mut out)
+            .message(
+                &rows_msg(vec![row(&[Some("1"), Some("a")])]).into(),
+                &mut out,
+            )
             .unwrap();
         writer.finish(None, FINAL, 0, &mut out);
         let mut all = first;

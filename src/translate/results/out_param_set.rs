@@ -74,7 +74,7 @@ mod tests {
         let mut writer =
             ResultWriter::new(modern(), RowFormat::Binary, MID).in_call_of(Some(routine.to_vec()));
         for m in messages {
-            writer.message(m, &mut out).unwrap();
+            writer.message(&m.clone().into(), &mut out).unwrap();
         }
         writer.finish(None, FINAL, 3, &mut out);
         client(&mut out, modern(), RowFormat::Binary)

@@ -1,6 +1,7 @@
 //! A result set's start, column definitions and rows.
 
 use crate::api::pb;
+use crate::api::row_view::RowView;
 use crate::mysql::MysqlError;
 use crate::mysql::packet::Packets;
 use crate::mysql::response;
@@ -71,7 +72,7 @@ impl ResultWriter {
         };
     }
 
-    pub(super) fn rows(&mut self, rows: &[pb::Row], out: &mut Packets) -> Result<(), MysqlError> {
+    pub(super) fn rows(&mut self, rows: &[RowView], out: &mut Packets) -> Result<(), MysqlError> {
         if let State::MaybeOutParams { rows: held, .. } = &mut self.state {
             if held.len() + rows.len() <= 1 {
                 held.extend_from_slice(rows);
@@ -93,13 +94,13 @@ impl ResultWriter {
         for row in rows {
             match self.format {
                 RowFormat::Text => {
-                    if row.lengths.len() != fields.len() {
+                    if row.len() != fields.len() {
                         return Err(MysqlError {
                             code: 1105,
                             state: "HY000".into(),
                             message: format!(
                                 "Malformed row from the gateway: {} values for {} columns",
-                                row.lengths.len(),
+                                row.len(),
                                 fields.len()
                             )
                             .into(),

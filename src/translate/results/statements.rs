@@ -109,7 +109,7 @@ mod tests {
                     _ => vec![ok_msg(0, 0, "")],
                 };
                 for m in &messages {
-                    writer.message(m, &mut out).unwrap();
+                    writer.message(&m.clone().into(), &mut out).unwrap();
                 }
             }
             writer.finish(None, FINAL, 0, &mut out);

@@ -201,7 +201,7 @@ pub(super) fn run_marked(
     let mut writer = ResultWriter::new(caps, format, MID).with_marked_ends(marked);
     let mut error = error.cloned();
     for m in messages {
-        if let Err(e) = writer.message(m, &mut out) {
+        if let Err(e) = writer.message(&m.clone().into(), &mut out) {
             error = Some(e);
             break;
         }
