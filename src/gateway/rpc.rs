@@ -59,6 +59,20 @@ const STATE_CHANGE: &str = "session_track_state_change";
 const DEFAULT_TRACKED: &[u8] =
     b"autocommit,character_set_client,character_set_connection,character_set_results,time_zone";
 
+/// No backend connection for a request, which therefore never ran:
+/// CR_CONN_HOST_ERROR (a client library's number, which the sidecar sends
+/// as ER_NET_READ_ERROR, 08S01, with this message).
+fn not_connected(detail: &str) -> MysqlError {
+    MysqlError {
+        code: 2003,
+        state: "HY000".into(),
+        message: format!(
+            "Can't connect to the backend MySQL server ({detail}); the statement was not run"
+        )
+        .into(),
+    }
+}
+
 /// A session still held by another request (which `leased` waited for).
 fn busy() -> ApiError {
     ApiError::new(
@@ -681,12 +695,13 @@ impl Rpc {
                 self.fresh_conn(&account.username, pool, clear_database),
             )
             .await
-            .map_err(|_| MysqlError {
-                code: 2013,
-                state: "HY000".into(),
-                message: "timed out waiting for a backend connection".into(),
-            })?
-            .map_err(|e| e.to_mysql())?;
+            .map_err(|_| not_connected("timed out waiting for a backend connection"))?
+            .map_err(|e| match e {
+                // Nothing was sent: not "lost during query", which tells
+                // a client the statement may have run.
+                BackendError::Connection(detail) => not_connected(&detail),
+                sql => sql.to_mysql(),
+            })?;
             // A pooled connection has the pool's character set and the
             // server's default mode, whatever the last one had.
             state.charset = None;
