@@ -76,6 +76,11 @@ impl BackendError {
 /// stay unused before it is closed.
 pub const IDLE_CONNECTION_TTL: Duration = Duration::from_secs(10);
 
+/// How many prepared statements the driver keeps per backend connection
+/// (see `binary::run_cached`): MariaDB holds a few kilobytes for each,
+/// and `max_prepared_stmt_count` (16,382 by default) counts them all.
+pub const STATEMENT_CACHE: usize = 64;
+
 /// A pool of connections for one backend account; over TLS with `ssl`,
 /// else through `relay` if given (`extended_metadata`).
 pub fn pool(
@@ -103,7 +108,11 @@ pub fn pool(
         .db_name(database)
         .client_found_rows(client_found_rows)
         .setup(setup)
-        .stmt_cache_size(0)
+        // A client's prepared statement is prepared at the backend once
+        // per connection and text (`binary::run_cached`); the driver
+        // closes the least recently used past this many, and forgets them
+        // all when the pool resets the connection.
+        .stmt_cache_size(STATEMENT_CACHE)
         // The client's own limit, as libmariadb's: mysql_async otherwise
         // takes the server's session value as its limit for packets both
         // ways, and a connection opened after `SET GLOBAL
@@ -572,21 +581,33 @@ pub struct Prepared {
     pub params_count: u32,
 }
 
+/// `sql` prepared at the backend (or found in the driver's cache), an
+/// error carrying the server's bytes.
+async fn prep(conn: &mut Conn, sql: &[u8]) -> Result<mysql_async::Statement, BackendError> {
+    match conn.prep(sql).await {
+        Ok(stmt) => Ok(stmt),
+        Err(e) => Err(match BackendError::from(e) {
+            BackendError::Sql(e) => BackendError::Sql(with_server_bytes(conn, e).await),
+            other => other,
+        }),
+    }
+}
+
 /// Columns and parameters of a statement, without running it.
 pub async fn prepare(
     conn: &mut Conn,
     json: JsonLookup<'_>,
     sql: &[u8],
 ) -> Result<Prepared, BackendError> {
-    let stmt = match conn.prep(sql).await {
-        Ok(stmt) => stmt,
-        Err(e) => {
-            return Err(match BackendError::from(e) {
-                BackendError::Sql(e) => BackendError::Sql(with_server_bytes(conn, e).await),
-                other => other,
-            });
-        }
-    };
+    let sent = json.relayed.commands(conn.id());
+    let mut stmt = prep(conn, sql).await?;
+    if sent.is_some() && sent == json.relayed.commands(conn.id()) {
+        // From the driver's cache (`binary::run_cached`), with the
+        // columns of its last execute: the server's answer to a prepare
+        // describes them before any is bound.
+        conn.close(stmt).await?;
+        stmt = prep(conn, sql).await?;
+    }
     let columns = json.fields(conn.id(), &stmt.columns()).await;
     // No extended type info to pair (`JsonLookup`): MariaDB describes a
     // parameter before it is bound, as type NULL, whose extended
@@ -601,7 +622,10 @@ pub async fn prepare(
         stmt.params().iter().map(field).collect()
     };
     let params_count = u32::from(stmt.num_params());
-    conn.close(stmt).await?;
+    // It stays in the driver's cache: the client's executes of the same
+    // text run it (`binary::run_cached`), or, not relayed, read its
+    // columns (`binary::run_unrelayed`, which never runs it: a statement
+    // it runs is its own, closed after).
     Ok(Prepared {
         columns,
         params,

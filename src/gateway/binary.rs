@@ -45,12 +45,14 @@ use super::error_text::with_server_bytes;
 use super::extended_metadata::{ParamType, Retype};
 
 /// The text to prepare at the backend and the values of its remaining
-/// `?`s: every argument of a `CALL` (any may be OUT), and temporal values
-/// and strings not surely valid in `charset` of other statements; the
-/// rest are literals.
+/// `?`s: with `all` (the relay follows the connection and puts the
+/// client's types back), every parameter; otherwise every argument of a
+/// `CALL` (any may be OUT), and temporal values and strings not surely
+/// valid in `charset` of other statements, the rest being literals.
 pub fn statement<'a>(
     sql: &'a [u8],
     vars: &HashMap<String, BindVariable>,
+    all: bool,
     dialect: &Dialect,
     charset: &str,
 ) -> Result<(Cow<'a, [u8]>, Params), BindError> {
@@ -58,6 +60,7 @@ pub fn statement<'a>(
     let strings = Strings::from_name(charset);
     let keep = |var: &BindVariable| match Type::try_from(var.r#type) {
         Ok(Type::Tuple) | Err(_) => false,
+        _ if all => true,
         // A zero DATE goes as a DATETIME: stored as the DATE would be,
         // where a string is refused. Others are literals: `DATE'…'`, or an
         // invalid date's string, refused in the same words as directly.
@@ -110,6 +113,8 @@ fn client_type(ty: i32) -> Option<ParamType> {
         Type::Timestamp => (7, false),
         Type::Blob => (252, false),
         Type::Decimal => (246, false),
+        // A client's BIT (the sidecar's VARBINARY of its bytes).
+        Type::Varbinary => (16, false),
         _ => return None,
     };
     Some(ParamType { code, unsigned })
@@ -196,6 +201,112 @@ pub async fn run<S: ResultSink>(
         (Ok(outcome), Ok(())) => Ok(outcome),
     }
 }
+
+/// Runs a client's prepared statement with every parameter kept (`all`,
+/// see [`statement`] with `all`): prepared once per backend connection
+/// and text, and kept in the driver's statement cache (`stmt_cache_size`,
+/// closed when it falls out, cleared when the pool resets the connection
+/// or changes its user), so an execute costs what a text query does.
+/// Where the driver would not prepare the text as it is
+/// ([`driver_prepares_as_is`]), refuses it before sending anything, or
+/// the server is at `max_prepared_stmt_count`, nothing ran: it runs as
+/// `literal` (with literals) instead.
+pub async fn run_cached<S: ResultSink>(
+    conn: &mut Conn,
+    json: JsonLookup<'_>,
+    (sql, all): (&[u8], Params),
+    (literal_sql, literal): (&[u8], Params),
+    sink: &mut S,
+) -> Result<Outcome, BackendError> {
+    if !driver_prepares_as_is(sql) {
+        // Text where it can (FLOAT columns of such a statement then have
+        // their text's digits): the driver would scan a literal text too.
+        return match literal.values.is_empty() {
+            true => super::backend::run(conn, json, literal_sql, sink).await,
+            false => run(conn, json, literal_sql, literal, sink).await,
+        };
+    }
+    let statement = match conn.prep(sql).await {
+        Ok(statement) => statement,
+        Err(mysql_async::Error::Driver(_)) => {
+            return run(conn, json, literal_sql, literal, sink).await;
+        }
+        Err(mysql_async::Error::Server(e)) if e.code == ER_MAX_PREPARED_STMT_COUNT_REACHED => {
+            return run(conn, json, literal_sql, literal, sink).await;
+        }
+        Err(e) => return Err(with_message_bytes(conn, e.into()).await),
+    };
+    if literal.values.is_empty() && only_table_columns(sql, &statement.columns()) {
+        // No column is made of a parameter: literals and text rows answer
+        // the same, and the relay hands text rows over as they come.
+        return super::backend::run(conn, json, literal_sql, sink).await;
+    }
+    match execute(conn, json, &statement, all, sink).await {
+        Err(e) => Err(with_message_bytes(conn, e).await),
+        ran => ran,
+    }
+}
+
+/// Whether mysql_async prepares `sql` as it is: it scans the text for
+/// `:name` parameters (taking a backslash for an escape in a string, which
+/// under NO_BACKSLASH_ESCAPES it is not, so `'a\', ':x'` has a `:x`
+/// outside a string to it) and would prepare the text with each made a
+/// `?`: another statement.
+fn driver_prepares_as_is(sql: &[u8]) -> bool {
+    mysql_common::named_params::ParsedNamedParams::parse(sql).is_ok_and(|p| p.params().is_empty())
+}
+
+/// Whether a statement has result columns, and every one is a table's
+/// column (its definition names the column it is of), none a FLOAT, and
+/// it is no `CALL`: a parameter's type then shows in no column, and text
+/// loses nothing.
+fn only_table_columns(sql: &[u8], columns: &[Column]) -> bool {
+    let is_call = leading_keyword(sql).is_some_and(|k| k.eq_ignore_ascii_case(b"CALL"));
+    !is_call
+        && !columns.is_empty()
+        && columns.iter().all(|c| {
+            !c.schema_ref().is_empty()
+                && !c.org_table_ref().is_empty()
+                && !c.org_name_ref().is_empty()
+                && c.column_type() != ColumnType::MYSQL_TYPE_FLOAT
+        })
+}
+
+/// Runs a client's prepared statement where the relay does not follow the
+/// connection, bound by [`statement`] without `all`: where no parameter
+/// is kept and it is no `CALL`, text does as well unless a result column
+/// is a FLOAT, which the client's text, prepared once per connection and
+/// text and kept in the driver's cache (never executed: its columns stay
+/// the prepare's), says; then `sql` runs in the text protocol, as before
+/// every execute asked for a prepare. Otherwise as [`run`].
+pub async fn run_unrelayed<S: ResultSink>(
+    conn: &mut Conn,
+    json: JsonLookup<'_>,
+    client_sql: &[u8],
+    (sql, params): (&[u8], Params),
+    sink: &mut S,
+) -> Result<Outcome, BackendError> {
+    let is_call = leading_keyword(sql).is_some_and(|k| k.eq_ignore_ascii_case(b"CALL"));
+    if params.values.is_empty() && !is_call {
+        if !driver_prepares_as_is(client_sql) {
+            return super::backend::run(conn, json, sql, sink).await;
+        }
+        let float = |c: &Column| c.column_type() == ColumnType::MYSQL_TYPE_FLOAT;
+        match conn.prep(client_sql).await {
+            Ok(stmt) if !stmt.columns().iter().any(float) => {
+                return super::backend::run(conn, json, sql, sink).await;
+            }
+            Ok(_) => {}
+            // Nothing ran; the statement's own prepare answers.
+            Err(mysql_async::Error::Driver(_) | mysql_async::Error::Server(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    run(conn, json, sql, params, sink).await
+}
+
+/// MariaDB's refusal of a prepare past `max_prepared_stmt_count`.
+const ER_MAX_PREPARED_STMT_COUNT_REACHED: u16 = 1461;
 
 /// An error whose message is the server's bytes (see
 /// [`with_server_bytes`]), read before the statement is closed (which
@@ -340,7 +451,7 @@ mod tests {
     fn prepared(sql: &str, list: &[(Type, &str)]) -> (String, Vec<Value>) {
         let vars = vars(list);
         let (sql, params) =
-            statement(sql.as_bytes(), &vars, &Dialect::default(), "utf8mb4").unwrap();
+            statement(sql.as_bytes(), &vars, false, &Dialect::default(), "utf8mb4").unwrap();
         (String::from_utf8(sql.into_owned()).unwrap(), params.values)
     }
 
@@ -406,6 +517,7 @@ mod tests {
         let (_, params) = statement(
             b"CALL p(?, ?, ?, ?, ?, ?)",
             &vars,
+            false,
             &Dialect::default(),
             "utf8mb4",
         )
@@ -427,7 +539,7 @@ mod tests {
         // Outside a CALL a narrower integer stays a parameter, as a
         // LONGLONG does.
         let (sql, params) =
-            statement(b"SELECT ?, ?", &vars, &Dialect::default(), "utf8mb4").unwrap();
+            statement(b"SELECT ?, ?", &vars, false, &Dialect::default(), "utf8mb4").unwrap();
         assert_eq!(&sql[..], b"SELECT ?, ?");
         assert_eq!(params.types, [ty(1, false), ty(3, true)]);
     }
@@ -443,9 +555,10 @@ mod tests {
             backslash_escapes: false,
             ..Dialect::default()
         };
-        let (sql, _) = statement(b"SELECT ?, ?", &vars, &nbe, "utf8mb4").unwrap();
+        let (sql, _) = statement(b"SELECT ?, ?", &vars, false, &nbe, "utf8mb4").unwrap();
         assert!(sql.starts_with(b"SELECT ?, _utf8mb4 X'"));
-        let (sql, _) = statement(b"SELECT ?, ?", &vars, &Dialect::default(), "utf8mb4").unwrap();
+        let (sql, _) =
+            statement(b"SELECT ?, ?", &vars, false, &Dialect::default(), "utf8mb4").unwrap();
         assert!(sql.starts_with(b"SELECT ?, _utf8mb4 'a\\\\\\', :x "));
     }
 
@@ -471,13 +584,19 @@ mod tests {
             ),
         ]);
         let (sql, params) =
-            statement(b"SELECT ?, ?, ?", &vars, &Dialect::default(), "gbk").unwrap();
+            statement(b"SELECT ?, ?, ?", &vars, false, &Dialect::default(), "gbk").unwrap();
         assert_eq!(&sql[..], b"SELECT _gbk X'78', ?, _gbk X'D6D0'");
         assert_eq!(params.values, [Value::Bytes(b"\x81\x20".to_vec())]);
         assert_eq!(params.types, [None], "a VAR_STRING, as sent");
         // Valid in latin1: a literal.
-        let (sql, params) =
-            statement(b"SELECT ?, ?, ?", &vars, &Dialect::default(), "latin1").unwrap();
+        let (sql, params) = statement(
+            b"SELECT ?, ?, ?",
+            &vars,
+            false,
+            &Dialect::default(),
+            "latin1",
+        )
+        .unwrap();
         assert_eq!(
             &sql[..],
             b"SELECT _latin1 X'78', _latin1 X'8120', _latin1 X'D6D0'"
@@ -486,12 +605,88 @@ mod tests {
     }
 
     #[test]
+    fn with_all_every_parameter_stays_one_in_the_clients_type() {
+        let vars = vars(&[
+            (Type::Int32, "5"),
+            (Type::Varchar, "x'y"),
+            (Type::Decimal, "-1.50"),
+            (Type::Date, "2024-01-02"),
+            (Type::Blob, "\u{0}"),
+            (Type::NullType, ""),
+        ]);
+        let (sql, params) = statement(
+            b"SELECT ?, ?, ?, ?, ?, ?",
+            &vars,
+            true,
+            &Dialect::default(),
+            "utf8mb4",
+        )
+        .unwrap();
+        assert_eq!(&sql[..], b"SELECT ?, ?, ?, ?, ?, ?");
+        assert_eq!(
+            params.values,
+            [
+                Value::Int(5),
+                Value::Bytes(b"x'y".to_vec()),
+                Value::Bytes(b"-1.50".to_vec()),
+                Value::Date(2024, 1, 2, 0, 0, 0, 0),
+                Value::Bytes(b"\0".to_vec()),
+                Value::NULL,
+            ]
+        );
+        let ty = |code| {
+            Some(ParamType {
+                code,
+                unsigned: false,
+            })
+        };
+        assert_eq!(params.types, [ty(3), None, ty(246), ty(10), ty(252), None]);
+    }
+
+    #[test]
+    fn texts_the_driver_would_rewrite_are_known() {
+        assert!(driver_prepares_as_is(b"SELECT ?, ':x', \"?\" -- :y"));
+        // Under NO_BACKSLASH_ESCAPES `'a\'` ends; the driver reads on.
+        assert!(!driver_prepares_as_is(
+            b"SELECT 'a\\', ':x' FROM t WHERE ? > 0"
+        ));
+        assert!(!driver_prepares_as_is(b"SELECT :x, ?"));
+    }
+
+    #[test]
+    fn only_columns_of_tables_go_as_text() {
+        let table = |ty| {
+            Column::new(ty)
+                .with_schema(b"db")
+                .with_org_table(b"t")
+                .with_org_name(b"c")
+        };
+        let long = table(ColumnType::MYSQL_TYPE_LONG);
+        let select = b"SELECT c FROM t WHERE c = ?";
+        assert!(only_table_columns(select, &[long.clone(), long.clone()]));
+        assert!(!only_table_columns(select, &[]), "no result set");
+        assert!(!only_table_columns(
+            b"call p(?)",
+            std::slice::from_ref(&long)
+        ));
+        let float = table(ColumnType::MYSQL_TYPE_FLOAT);
+        assert!(!only_table_columns(select, &[long.clone(), float]));
+        // An expression; a derived table's column (no schema).
+        let expr = Column::new(ColumnType::MYSQL_TYPE_LONGLONG);
+        assert!(!only_table_columns(select, &[long.clone(), expr]));
+        let derived = Column::new(ColumnType::MYSQL_TYPE_LONG)
+            .with_org_table(b"d")
+            .with_org_name(b"x");
+        assert!(!only_table_columns(select, &[long, derived]));
+    }
+
+    #[test]
     fn a_value_that_is_not_its_type_is_refused() {
         let vars = vars(&[(Type::Int64, "1; DROP")]);
-        let e = statement(b"CALL p(?)", &vars, &Dialect::default(), "utf8mb4").unwrap_err();
+        let e = statement(b"CALL p(?)", &vars, false, &Dialect::default(), "utf8mb4").unwrap_err();
         assert_eq!(e.to_mysql().code, 1210);
         let vars = vars_of_time("25:61:00");
-        assert!(statement(b"SELECT ?", &vars, &Dialect::default(), "utf8mb4").is_err());
+        assert!(statement(b"SELECT ?", &vars, false, &Dialect::default(), "utf8mb4").is_err());
     }
 
     fn vars_of_time(text: &str) -> HashMap<String, BindVariable> {

@@ -297,11 +297,20 @@ impl Rpc {
         // Tracking entries belong to the answer of the statement that made them.
         lease.state.state_changes.clear();
         let dialect = lease.state.dialect();
-        let charset = lease.state.charset_name();
+        // Owned: the execute may be bound again once the connection is
+        // known (see `all` below).
+        let charset = lease.state.charset_name().to_owned();
+        let charset = charset.as_str();
         // A MySQL prepared statement runs as one at the backend (binary.rs).
         let bound = if request.prepared {
-            binary::statement(&request.query, &request.bind_variables, &dialect, charset)
-                .map(|(sql, params)| (sql, Some(params)))
+            binary::statement(
+                &request.query,
+                &request.bind_variables,
+                false,
+                &dialect,
+                charset,
+            )
+            .map(|(sql, params)| (sql, Some(params)))
         } else {
             bind::substitute(&request.query, &request.bind_variables, &dialect, charset)
                 .map(|sql| (sql, None))
@@ -358,13 +367,36 @@ impl Rpc {
             }
         };
         let conn_id = conn.id();
+        // Where the relay follows the connection, it puts the client's
+        // types back on every parameter: all stay parameters, so a result
+        // column made of one is typed as directly (not as its literal).
+        let all = params
+            .as_ref()
+            .filter(|_| self.extended_metadata.follows(conn_id))
+            .and_then(|_| {
+                binary::statement(
+                    &request.query,
+                    &request.bind_variables,
+                    true,
+                    &dialect,
+                    charset,
+                )
+                .ok()
+            });
         let gone = sink.gone();
         let result = {
             let json = self.json(account);
             let running = async {
-                match params {
-                    Some(params) => binary::run(conn, json, &sql, params, sink).await,
-                    None => backend::run(conn, json, &sql, sink).await,
+                match (all, params) {
+                    (Some((client_sql, all)), Some(params)) => {
+                        binary::run_cached(conn, json, (&client_sql, all), (&sql, params), sink)
+                            .await
+                    }
+                    (None, Some(params)) => {
+                        binary::run_unrelayed(conn, json, &request.query, (&sql, params), sink)
+                            .await
+                    }
+                    (_, None) => backend::run(conn, json, &sql, sink).await,
                 }
             };
             tokio::pin!(running);
