@@ -858,3 +858,69 @@ async fn result_columns_made_of_parameters_are_typed_as_directly() {
         same_packets_in(&chain, &[&set_names], &[], &statements).await;
     }
 }
+
+/// The gateway prepares a client's statement at the backend to execute
+/// it, and closes it there as soon as it ran: a statement left prepared
+/// on a pooled connection counts against the session's
+/// `max_session_mem_used` and the server's `max_prepared_stmt_count`,
+/// shared with every other client. Kept in a cache of 64, it made
+/// MariaDB's own `main.func_sformat` fail in `--ps-protocol` through the
+/// sidecar only (1290 for a statement that needs just under the
+/// session's 512 KiB), and the server counted 64 statements that no
+/// client held. A client prepares, executes and closes 140 statements
+/// (columns made of a parameter: prepared at the backend; columns of a
+/// table: text), the server then holds none, and the next statement runs
+/// within the session's memory limit as directly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statements_a_client_closed_hold_nothing_at_the_backend() {
+    let chain = Chain::start().await;
+    setup(
+        &chain,
+        &[
+            "CREATE TABLE k (id INT PRIMARY KEY, v VARCHAR(10))",
+            "INSERT INTO k VALUES (1, 'a')",
+        ],
+    )
+    .await;
+    let mut status = chain.direct().await;
+    let (mut direct, mut via) = clients(&chain, DEPRECATE_EOF).await;
+    let mut answers = Vec::new();
+    for client in [&mut direct, &mut via] {
+        let mut seen = Vec::new();
+        for i in 0..70 {
+            for sql in [
+                format!("SELECT ? + {i}"),
+                format!("SELECT v FROM k WHERE id = ? - {i}"),
+            ] {
+                seen.extend(run(client, &sql, &[vec![Param::long(1 + i)]]).await);
+            }
+        }
+        let held: String = status
+            .query_first(
+                "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
+                 WHERE VARIABLE_NAME = 'PREPARED_STMT_COUNT'",
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        seen.push(format!("statements prepared at the server: {held}"));
+        let answer = client.query("SET max_session_mem_used = 524288").await;
+        assert_eq!(answer[0][0], 0, "{answer:?}");
+        let sformat = "SELECT LENGTH(SFORMAT('{:524288}', ?))";
+        seen.extend(run(client, sformat, &[vec![Param::long(1)]]).await);
+        answers.push(seen);
+    }
+    let (directly, through) = (&answers[0], &answers[1]);
+    assert!(
+        directly.contains(&"statements prepared at the server: 0".to_string()),
+        "{directly:?}"
+    );
+    // The first difference only: the lists are long.
+    let first = through.iter().zip(directly).position(|(a, b)| a != b);
+    assert!(
+        first.is_none() && through.len() == directly.len(),
+        "through the sidecar {:?}, directly {:?}",
+        first.map(|i| &through[i.saturating_sub(3)..(i + 4).min(through.len())]),
+        first.map(|i| &directly[i.saturating_sub(3)..(i + 4).min(directly.len())]),
+    );
+}

@@ -19,6 +19,7 @@ use crate::translate::types::{blob_subtype_name, vitess_type};
 use super::error_text::with_server_bytes;
 use super::extended_metadata::{self, ExtendedMetadata, RowTap, Tapped};
 use super::json_columns::JsonColumns;
+use super::statement_shapes::Shape;
 use super::text_rows::{BadRow, TextRows};
 use super::vitess::{MAX_WARNINGS, WARNINGS_QUERY};
 
@@ -76,11 +77,6 @@ impl BackendError {
 /// stay unused before it is closed.
 pub const IDLE_CONNECTION_TTL: Duration = Duration::from_secs(10);
 
-/// How many prepared statements the driver keeps per backend connection
-/// (see `binary::run_cached`): MariaDB holds a few kilobytes for each,
-/// and `max_prepared_stmt_count` (16,382 by default) counts them all.
-pub const STATEMENT_CACHE: usize = 64;
-
 /// A pool of connections for one backend account; over TLS with `ssl`,
 /// else through `relay` if given (`extended_metadata`).
 pub fn pool(
@@ -108,11 +104,8 @@ pub fn pool(
         .db_name(database)
         .client_found_rows(client_found_rows)
         .setup(setup)
-        // A client's prepared statement is prepared at the backend once
-        // per connection and text (`binary::run_cached`); the driver
-        // closes the least recently used past this many, and forgets them
-        // all when the pool resets the connection.
-        .stmt_cache_size(STATEMENT_CACHE)
+        // Nothing stays prepared at the backend (`statement_shapes`).
+        .stmt_cache_size(0)
         // The client's own limit, as libmariadb's: mysql_async otherwise
         // takes the server's session value as its limit for packets both
         // ways, and a connection opened after `SET GLOBAL
@@ -579,18 +572,8 @@ pub struct Prepared {
     /// them (MariaDB names a parameter that is a select item by its alias).
     pub params: Vec<pb::Field>,
     pub params_count: u32,
-}
-
-/// `sql` prepared at the backend (or found in the driver's cache), an
-/// error carrying the server's bytes.
-async fn prep(conn: &mut Conn, sql: &[u8]) -> Result<mysql_async::Statement, BackendError> {
-    match conn.prep(sql).await {
-        Ok(stmt) => Ok(stmt),
-        Err(e) => Err(match BackendError::from(e) {
-            BackendError::Sql(e) => BackendError::Sql(with_server_bytes(conn, e).await),
-            other => other,
-        }),
-    }
+    /// What the client's executes of it need to know (`binary`).
+    pub shape: Shape,
 }
 
 /// Columns and parameters of a statement, without running it.
@@ -599,15 +582,15 @@ pub async fn prepare(
     json: JsonLookup<'_>,
     sql: &[u8],
 ) -> Result<Prepared, BackendError> {
-    let sent = json.relayed.commands(conn.id());
-    let mut stmt = prep(conn, sql).await?;
-    if sent.is_some() && sent == json.relayed.commands(conn.id()) {
-        // From the driver's cache (`binary::run_cached`), with the
-        // columns of its last execute: the server's answer to a prepare
-        // describes them before any is bound.
-        conn.close(stmt).await?;
-        stmt = prep(conn, sql).await?;
-    }
+    let stmt = match conn.prep(sql).await {
+        Ok(stmt) => stmt,
+        Err(e) => {
+            return Err(match BackendError::from(e) {
+                BackendError::Sql(e) => BackendError::Sql(with_server_bytes(conn, e).await),
+                other => other,
+            });
+        }
+    };
     let columns = json.fields(conn.id(), &stmt.columns()).await;
     // No extended type info to pair (`JsonLookup`): MariaDB describes a
     // parameter before it is bound, as type NULL, whose extended
@@ -622,14 +605,13 @@ pub async fn prepare(
         stmt.params().iter().map(field).collect()
     };
     let params_count = u32::from(stmt.num_params());
-    // It stays in the driver's cache: the client's executes of the same
-    // text run it (`binary::run_cached`), or, not relayed, read its
-    // columns (`binary::run_unrelayed`, which never runs it: a statement
-    // it runs is its own, closed after).
+    let shape = Shape::of(sql, &stmt.columns());
+    conn.close(stmt).await?;
     Ok(Prepared {
         columns,
         params,
         params_count,
+        shape,
     })
 }
 

@@ -43,6 +43,7 @@ use super::backend::{
 };
 use super::error_text::with_server_bytes;
 use super::extended_metadata::{ParamType, Retype};
+use super::statement_shapes::{Memo, Shape};
 
 /// The text to prepare at the backend and the values of its remaining
 /// `?`s: with `all` (the relay follows the connection and puts the
@@ -195,6 +196,15 @@ pub async fn run<S: ResultSink>(
         Err(e) => Err(with_message_bytes(conn, e).await),
         ran => ran,
     };
+    closed(conn, statement, outcome).await
+}
+
+/// `outcome`, once `statement` is closed at the backend.
+async fn closed(
+    conn: &mut Conn,
+    statement: mysql_async::Statement,
+    outcome: Result<Outcome, BackendError>,
+) -> Result<Outcome, BackendError> {
     match (outcome, conn.close(statement).await) {
         (Err(e), _) => Err(e),
         (Ok(_), Err(e)) => Err(e.into()),
@@ -203,24 +213,29 @@ pub async fn run<S: ResultSink>(
 }
 
 /// Runs a client's prepared statement with every parameter kept (`all`,
-/// see [`statement`] with `all`): prepared once per backend connection
-/// and text, and kept in the driver's statement cache (`stmt_cache_size`,
-/// closed when it falls out, cleared when the pool resets the connection
-/// or changes its user), so an execute costs what a text query does.
-/// Where the driver would not prepare the text as it is
+/// see [`statement`] with `all`), prepared at the backend, executed and
+/// closed (see `statement_shapes` for why nothing stays prepared). Where
+/// its result columns are all tables' own ([`Shape`], known from an
+/// earlier prepare of the text or learned from this one) and the literal
+/// binding keeps no parameter, it runs as `literal` text instead: no
+/// parameter's type shows, and the relay hands text rows over as they
+/// come. Where the driver would not prepare the text as it is
 /// ([`driver_prepares_as_is`]), refuses it before sending anything, or
 /// the server is at `max_prepared_stmt_count`, nothing ran: it runs as
 /// `literal` (with literals) instead.
-pub async fn run_cached<S: ResultSink>(
+pub async fn run_all<S: ResultSink>(
     conn: &mut Conn,
     json: JsonLookup<'_>,
+    memo: &Memo<'_>,
     (sql, all): (&[u8], Params),
     (literal_sql, literal): (&[u8], Params),
     sink: &mut S,
 ) -> Result<Outcome, BackendError> {
-    if !driver_prepares_as_is(sql) {
-        // Text where it can (FLOAT columns of such a statement then have
-        // their text's digits): the driver would scan a literal text too.
+    let as_text = |shape: Shape| shape.table_columns_only && literal.values.is_empty();
+    if !driver_prepares_as_is(sql) || memo.known().is_some_and(as_text) {
+        // Text where it can (FLOAT columns of a text the driver would
+        // rewrite then have their text's digits): the driver would scan a
+        // literal text too.
         return match literal.values.is_empty() {
             true => super::backend::run(conn, json, literal_sql, sink).await,
             false => run(conn, json, literal_sql, literal, sink).await,
@@ -236,15 +251,17 @@ pub async fn run_cached<S: ResultSink>(
         }
         Err(e) => return Err(with_message_bytes(conn, e.into()).await),
     };
-    if literal.values.is_empty() && only_table_columns(sql, &statement.columns()) {
-        // No column is made of a parameter: literals and text rows answer
-        // the same, and the relay hands text rows over as they come.
+    let shape = Shape::of(sql, &statement.columns());
+    memo.learn(shape);
+    if as_text(shape) {
+        conn.close(statement).await?;
         return super::backend::run(conn, json, literal_sql, sink).await;
     }
-    match execute(conn, json, &statement, all, sink).await {
+    let outcome = match execute(conn, json, &statement, all, sink).await {
         Err(e) => Err(with_message_bytes(conn, e).await),
         ran => ran,
-    }
+    };
+    closed(conn, statement, outcome).await
 }
 
 /// Whether mysql_async prepares `sql` as it is: it scans the text for
@@ -256,32 +273,16 @@ fn driver_prepares_as_is(sql: &[u8]) -> bool {
     mysql_common::named_params::ParsedNamedParams::parse(sql).is_ok_and(|p| p.params().is_empty())
 }
 
-/// Whether a statement has result columns, and every one is a table's
-/// column (its definition names the column it is of), none a FLOAT, and
-/// it is no `CALL`: a parameter's type then shows in no column, and text
-/// loses nothing.
-fn only_table_columns(sql: &[u8], columns: &[Column]) -> bool {
-    let is_call = leading_keyword(sql).is_some_and(|k| k.eq_ignore_ascii_case(b"CALL"));
-    !is_call
-        && !columns.is_empty()
-        && columns.iter().all(|c| {
-            !c.schema_ref().is_empty()
-                && !c.org_table_ref().is_empty()
-                && !c.org_name_ref().is_empty()
-                && c.column_type() != ColumnType::MYSQL_TYPE_FLOAT
-        })
-}
-
 /// Runs a client's prepared statement where the relay does not follow the
 /// connection, bound by [`statement`] without `all`: where no parameter
 /// is kept and it is no `CALL`, text does as well unless a result column
-/// is a FLOAT, which the client's text, prepared once per connection and
-/// text and kept in the driver's cache (never executed: its columns stay
-/// the prepare's), says; then `sql` runs in the text protocol, as before
-/// every execute asked for a prepare. Otherwise as [`run`].
+/// is a FLOAT, which the [`Shape`] of the client's text says (known, or
+/// learned from a prepare of it, closed unexecuted); then `sql` runs in
+/// the text protocol. Otherwise as [`run`].
 pub async fn run_unrelayed<S: ResultSink>(
     conn: &mut Conn,
     json: JsonLookup<'_>,
+    memo: &Memo<'_>,
     client_sql: &[u8],
     (sql, params): (&[u8], Params),
     sink: &mut S,
@@ -291,15 +292,22 @@ pub async fn run_unrelayed<S: ResultSink>(
         if !driver_prepares_as_is(client_sql) {
             return super::backend::run(conn, json, sql, sink).await;
         }
-        let float = |c: &Column| c.column_type() == ColumnType::MYSQL_TYPE_FLOAT;
-        match conn.prep(client_sql).await {
-            Ok(stmt) if !stmt.columns().iter().any(float) => {
-                return super::backend::run(conn, json, sql, sink).await;
-            }
-            Ok(_) => {}
-            // Nothing ran; the statement's own prepare answers.
-            Err(mysql_async::Error::Driver(_) | mysql_async::Error::Server(_)) => {}
-            Err(e) => return Err(e.into()),
+        let shape = match memo.known() {
+            Some(shape) => Some(shape),
+            None => match conn.prep(client_sql).await {
+                Ok(stmt) => {
+                    let shape = Shape::of(client_sql, &stmt.columns());
+                    memo.learn(shape);
+                    conn.close(stmt).await?;
+                    Some(shape)
+                }
+                // Nothing ran; the statement's own prepare answers.
+                Err(mysql_async::Error::Driver(_) | mysql_async::Error::Server(_)) => None,
+                Err(e) => return Err(e.into()),
+            },
+        };
+        if shape.is_some_and(|s| !s.has_float) {
+            return super::backend::run(conn, json, sql, sink).await;
         }
     }
     run(conn, json, sql, params, sink).await
@@ -651,33 +659,6 @@ mod tests {
             b"SELECT 'a\\', ':x' FROM t WHERE ? > 0"
         ));
         assert!(!driver_prepares_as_is(b"SELECT :x, ?"));
-    }
-
-    #[test]
-    fn only_columns_of_tables_go_as_text() {
-        let table = |ty| {
-            Column::new(ty)
-                .with_schema(b"db")
-                .with_org_table(b"t")
-                .with_org_name(b"c")
-        };
-        let long = table(ColumnType::MYSQL_TYPE_LONG);
-        let select = b"SELECT c FROM t WHERE c = ?";
-        assert!(only_table_columns(select, &[long.clone(), long.clone()]));
-        assert!(!only_table_columns(select, &[]), "no result set");
-        assert!(!only_table_columns(
-            b"call p(?)",
-            std::slice::from_ref(&long)
-        ));
-        let float = table(ColumnType::MYSQL_TYPE_FLOAT);
-        assert!(!only_table_columns(select, &[long.clone(), float]));
-        // An expression; a derived table's column (no schema).
-        let expr = Column::new(ColumnType::MYSQL_TYPE_LONGLONG);
-        assert!(!only_table_columns(select, &[long.clone(), expr]));
-        let derived = Column::new(ColumnType::MYSQL_TYPE_LONG)
-            .with_org_table(b"d")
-            .with_org_name(b"x");
-        assert!(!only_table_columns(select, &[long, derived]));
     }
 
     #[test]

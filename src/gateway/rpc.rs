@@ -25,6 +25,7 @@ use super::packet_limit::BackendPacket;
 use super::session_reads;
 use super::session_state;
 use super::sessions::{Lease, Refusal, Sessions};
+use super::statement_shapes::{self, Memo, StatementShapes};
 use super::stream::StreamSink;
 use super::vitess;
 
@@ -35,6 +36,8 @@ pub struct Rpc {
     pub connect_timeout: Duration,
     /// Which LONGTEXT columns are MariaDB JSON, per table.
     pub json_columns: JsonColumns,
+    /// What backend prepares said of prepared statements' texts.
+    pub statement_shapes: StatementShapes,
     /// MariaDB's extended column metadata, relayed from the backend.
     pub extended_metadata: Arc<ExtendedMetadata>,
     /// The backend's max_allowed_packet, once learned.
@@ -208,6 +211,8 @@ impl Rpc {
             Err(e) => response.error = Some(to_rpc_error(&e)),
             Ok(conn) => match backend::prepare(conn, self.json(&account), &request.query).await {
                 Ok(prepared) => {
+                    self.memo(&account, &lease, &request.query)
+                        .learn(prepared.shape);
                     response.fields = prepared.columns;
                     response.param_fields = prepared.params;
                     response.params_count = prepared.params_count;
@@ -222,6 +227,22 @@ impl Rpc {
         }
         response.session = Some(self.finish(lease));
         Ok(response)
+    }
+
+    /// What is known of a prepared statement text `query` run in `lease`'s
+    /// session (`statement_shapes`).
+    fn memo(&self, account: &Account, lease: &Lease, query: &[u8]) -> Memo<'_> {
+        let state = &lease.state;
+        Memo {
+            shapes: &self.statement_shapes,
+            key: statement_shapes::Key::new(
+                &account.username,
+                state.target.as_deref(),
+                &state.dialect(),
+                state.charset_name(),
+                query,
+            ),
+        }
     }
 
     fn json<'a>(&'a self, account: &'a Account) -> JsonLookup<'a> {
@@ -356,6 +377,13 @@ impl Rpc {
         if let Some(why) = effect.pins {
             lease.state.pin(why);
         }
+        let memo = match &params {
+            Some(_) => self.memo(account, lease, &request.query),
+            None => Memo {
+                shapes: &self.statement_shapes,
+                key: None,
+            },
+        };
         let timeout = self.limits.query_timeout;
         let conn = match self.connection(account, lease).await {
             Ok(conn) => conn,
@@ -389,12 +417,12 @@ impl Rpc {
             let running = async {
                 match (all, params) {
                     (Some((client_sql, all)), Some(params)) => {
-                        binary::run_cached(conn, json, (&client_sql, all), (&sql, params), sink)
-                            .await
+                        let literal = (&sql[..], params);
+                        binary::run_all(conn, json, &memo, (&client_sql, all), literal, sink).await
                     }
                     (None, Some(params)) => {
-                        binary::run_unrelayed(conn, json, &request.query, (&sql, params), sink)
-                            .await
+                        let bound = (&sql[..], params);
+                        binary::run_unrelayed(conn, json, &memo, &request.query, bound, sink).await
                     }
                     (_, None) => backend::run(conn, json, &sql, sink).await,
                 }
@@ -444,6 +472,7 @@ impl Rpc {
         // DDL may turn a column into JSON or back.
         if statement::may_change_schema(&sql, &dialect) {
             self.json_columns.clear();
+            self.statement_shapes.clear();
         }
         let ran = self.session_after(lease, result, &sql, &dialect).await;
         if fresh_connections::may_set_globals(&sql, &dialect)

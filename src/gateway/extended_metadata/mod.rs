@@ -132,15 +132,6 @@ impl ExtendedMetadata {
         Some(RowTap::claim(&self.connections.slot(id)?))
     }
 
-    /// How many commands the driver has sent on connection `id` (see
-    /// [`relay::Kept::commands`]); `None` if that connection is not
-    /// relayed.
-    pub fn commands(&self, id: u32) -> Option<u64> {
-        let slot = self.connections.slot(id)?;
-        let commands = slot.lock().expect("not poisoned").commands;
-        Some(commands)
-    }
-
     /// Whether the relay follows connection `id` (and so can put a
     /// client's parameter types back, [`Self::retype`]).
     pub fn follows(&self, id: u32) -> bool {

@@ -85,9 +85,6 @@ pub struct Kept {
     /// The client's parameter types for the driver's next execute of a
     /// statement ([`Retype`]), taken by the relay when it comes.
     pub retype: Option<Retype>,
-    /// How many commands the driver has sent (wrapping): unchanged over a
-    /// call, it sent none (a statement came from its cache).
-    pub commands: u64,
 }
 
 impl Kept {
@@ -95,7 +92,6 @@ impl Kept {
     /// last (it sends none before), and the gateway has taken the endings
     /// it wanted as the driver read each result.
     fn command(&mut self) {
-        self.commands = self.commands.wrapping_add(1);
         self.endings.clear();
         self.endings_lost = false;
     }

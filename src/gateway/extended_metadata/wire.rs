@@ -77,16 +77,10 @@ pub fn ask_extended(response: &mut [u8]) -> Option<Framing> {
         return None;
     }
     let mariadb = u32::from_le_bytes((&*mariadb_bytes).try_into().ok()?);
-    // Not MARIADB_CLIENT_CACHE_METADATA: the server would leave out the
-    // column definitions of a statement's later executes (the gateway
-    // runs a client's statements again from its driver's cache), and
-    // with them the extended info the relay pairs. The driver reads a
-    // column count with no flag after it as definitions following.
-    let asked = (mariadb | MARIADB_EXTENDED_METADATA) & !MARIADB_CACHE_METADATA;
-    mariadb_bytes.copy_from_slice(&asked.to_le_bytes());
+    mariadb_bytes.copy_from_slice(&(mariadb | MARIADB_EXTENDED_METADATA).to_le_bytes());
     Some(Framing {
         deprecate_eof: caps & CLIENT_DEPRECATE_EOF != 0,
-        cache_metadata: false,
+        cache_metadata: mariadb & MARIADB_CACHE_METADATA != 0,
     })
 }
 
@@ -209,10 +203,11 @@ mod tests {
         response[..4].copy_from_slice(&caps.to_le_bytes());
         response[28] = MARIADB_CACHE_METADATA as u8;
         let framing = ask_extended(&mut response).unwrap();
-        // Metadata caching is not asked for: every execute's answer
-        // carries its definitions.
-        assert!(framing.deprecate_eof && !framing.cache_metadata);
-        assert_eq!(response[28], MARIADB_EXTENDED_METADATA as u8);
+        assert!(framing.deprecate_eof && framing.cache_metadata);
+        assert_eq!(
+            response[28],
+            (MARIADB_CACHE_METADATA | MARIADB_EXTENDED_METADATA) as u8
+        );
         for refused in [CLIENT_SSL, CLIENT_COMPRESS, CLIENT_MYSQL] {
             let mut r = vec![0u8; 40];
             r[..4].copy_from_slice(&(caps | refused).to_le_bytes());
