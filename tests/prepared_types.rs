@@ -924,3 +924,70 @@ async fn statements_a_client_closed_hold_nothing_at_the_backend() {
         first.map(|i| &directly[i.saturating_sub(3)..(i + 4).min(directly.len())]),
     );
 }
+
+/// What a backend prepare said of a text is remembered, not the
+/// statement: a client's statement whose result columns are all a
+/// table's own and whose parameters literals keep exactly (a string) is
+/// prepared at the backend once (the client's prepare, which the gateway
+/// answers from the backend's), and its executes run as text; one with a
+/// column made of a parameter, or with an integer parameter, is prepared
+/// again for each execute (and closed after it). Counted in the server's
+/// general log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_executes_that_need_a_backend_statement_prepare_one() {
+    let chain = Chain::start().await;
+    setup(
+        &chain,
+        &[
+            "CREATE TABLE kp (id INT PRIMARY KEY, v VARCHAR(10))",
+            "INSERT INTO kp VALUES (1, 'a'), (2, 'b')",
+        ],
+    )
+    .await;
+    // The server's general log (its global status counts other threads'
+    // commands only when they end).
+    let mut status = mysql_async::Conn::new(chain.stack.db.root_opts())
+        .await
+        .unwrap();
+    status
+        .query_drop("SET GLOBAL log_output = 'TABLE', general_log = 1")
+        .await
+        .unwrap();
+    let mut prepares = async || -> u64 {
+        status
+            .query_first("SELECT COUNT(*) FROM mysql.general_log WHERE command_type = 'Prepare'")
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    let (_, mut via) = clients(&chain, DEPRECATE_EOF).await;
+    let mut counted = Vec::new();
+    for sql in [
+        "SELECT id, v FROM kp WHERE v = ?",
+        "SELECT id, CONCAT(v) FROM kp WHERE v = ?",
+        "SELECT id, v FROM kp WHERE id = ?",
+    ] {
+        let before = prepares().await;
+        let (id, _, _) = via.prepare(sql).await;
+        for key in [1, 2, 1, 2, 1] {
+            let param = match sql.ends_with("v = ?") {
+                true => Param::string(if key == 1 { b"a" } else { b"b" }),
+                false => Param::long(key),
+            };
+            let answer = via.execute(id, &[param]).await;
+            assert_ne!(answer[0][0], 0xff, "{sql}: {answer:?}");
+        }
+        via.close(id).await;
+        counted.push((sql, prepares().await - before));
+    }
+    assert_eq!(
+        counted,
+        [
+            ("SELECT id, v FROM kp WHERE v = ?", 1),
+            ("SELECT id, CONCAT(v) FROM kp WHERE v = ?", 6),
+            // An integer stays a parameter (`ORDER BY ?` is no column
+            // number), so the statement is prepared for each execute.
+            ("SELECT id, v FROM kp WHERE id = ?", 6),
+        ]
+    );
+}
