@@ -101,23 +101,25 @@ pub struct Params {
 /// the value differs: a LONGLONG for every integer, a DATETIME for a DATE
 /// or TIMESTAMP, a VAR_STRING for a BLOB or DECIMAL.
 fn client_type(ty: i32) -> Option<ParamType> {
+    use ColumnType::*;
     let (code, unsigned) = match Type::try_from(ty).ok()? {
-        Type::Int8 => (1, false),
-        Type::Uint8 => (1, true),
-        Type::Int16 => (2, false),
-        Type::Uint16 => (2, true),
-        Type::Int24 => (9, false),
-        Type::Uint24 => (9, true),
-        Type::Int32 => (3, false),
-        Type::Uint32 => (3, true),
-        Type::Date => (10, false),
-        Type::Timestamp => (7, false),
-        Type::Blob => (252, false),
-        Type::Decimal => (246, false),
+        Type::Int8 => (MYSQL_TYPE_TINY, false),
+        Type::Uint8 => (MYSQL_TYPE_TINY, true),
+        Type::Int16 => (MYSQL_TYPE_SHORT, false),
+        Type::Uint16 => (MYSQL_TYPE_SHORT, true),
+        Type::Int24 => (MYSQL_TYPE_INT24, false),
+        Type::Uint24 => (MYSQL_TYPE_INT24, true),
+        Type::Int32 => (MYSQL_TYPE_LONG, false),
+        Type::Uint32 => (MYSQL_TYPE_LONG, true),
+        Type::Date => (MYSQL_TYPE_DATE, false),
+        Type::Timestamp => (MYSQL_TYPE_TIMESTAMP, false),
+        Type::Blob => (MYSQL_TYPE_BLOB, false),
+        Type::Decimal => (MYSQL_TYPE_NEWDECIMAL, false),
         // A client's BIT (the sidecar's VARBINARY of its bytes).
-        Type::Varbinary => (16, false),
+        Type::Varbinary => (MYSQL_TYPE_BIT, false),
         _ => return None,
     };
+    let code = code as u8;
     Some(ParamType { code, unsigned })
 }
 
