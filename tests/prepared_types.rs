@@ -991,3 +991,33 @@ async fn only_executes_that_need_a_backend_statement_prepare_one() {
         ]
     );
 }
+
+/// An integer parameter in `GROUP BY ?` or `ORDER BY ?` is an expression
+/// (a constant), where a bare integer literal would be a column number
+/// (`GROUP BY 1` of `SELECT COUNT(*)` is refused with 1056, `ORDER BY 2`
+/// sorts): a guard for whatever binds an integer as a literal (it passed
+/// before this design too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_integer_parameter_is_no_column_number() {
+    let chain = Chain::start().await;
+    let reset = [
+        "DROP TABLE IF EXISTS g",
+        "CREATE TABLE g (a INT, b INT)",
+        "INSERT INTO g VALUES (1, 3), (2, 2), (3, 1)",
+    ];
+    same_packets(
+        &chain,
+        &reset,
+        &[
+            (
+                "SELECT COUNT(*) FROM g GROUP BY ?",
+                vec![vec![Param::long(1)]],
+            ),
+            (
+                "SELECT a FROM g ORDER BY ?, a DESC",
+                vec![vec![Param::long(2)]],
+            ),
+        ],
+    )
+    .await;
+}

@@ -209,21 +209,24 @@ impl Rpc {
         match self.connection(&account, &mut lease).await {
             Ok(_) if let Some(e) = too_large => response.error = Some(to_rpc_error(&e)),
             Err(e) => response.error = Some(to_rpc_error(&e)),
-            Ok(conn) => match backend::prepare(conn, self.json(&account), &request.query).await {
-                Ok(prepared) => {
-                    self.memo(&account, &lease, &request.query)
-                        .learn(prepared.shape);
-                    response.fields = prepared.columns;
-                    response.param_fields = prepared.params;
-                    response.params_count = prepared.params_count;
-                }
-                Err(e) => {
-                    response.error = Some(to_rpc_error(&e.to_mysql()));
-                    if matches!(e, BackendError::Connection(_)) {
-                        lease.state.conn = None;
+            Ok(conn) => {
+                self.fresh.sent(conn, request.query.len());
+                match backend::prepare(conn, self.json(&account), &request.query).await {
+                    Ok(prepared) => {
+                        self.memo(&account, &lease, &request.query)
+                            .learn(prepared.shape);
+                        response.fields = prepared.columns;
+                        response.param_fields = prepared.params;
+                        response.params_count = prepared.params_count;
+                    }
+                    Err(e) => {
+                        response.error = Some(to_rpc_error(&e.to_mysql()));
+                        if matches!(e, BackendError::Connection(_)) {
+                            lease.state.conn = None;
+                        }
                     }
                 }
-            },
+            }
         }
         response.session = Some(self.finish(lease));
         Ok(response)
@@ -395,6 +398,10 @@ impl Rpc {
             }
         };
         let conn_id = conn.id();
+        // An over-estimate (the text, and every bound value as if it were
+        // a parameter too): a connection it grows goes to no new session.
+        let values: usize = request.bind_variables.values().map(|v| v.value.len()).sum();
+        self.fresh.sent(conn, sql.len() + values);
         // Where the relay follows the connection, it puts the client's
         // types back on every parameter: all stay parameters, so a result
         // column made of one is typed as directly (not as its literal).
