@@ -19,6 +19,7 @@ use crate::translate::types::{blob_subtype_name, vitess_type};
 use super::error_text::with_server_bytes;
 use super::extended_metadata::{self, ExtendedMetadata, RowTap, Tapped};
 use super::json_columns::JsonColumns;
+use super::statement_shapes::Shape;
 use super::text_rows::{BadRow, TextRows};
 use super::vitess::{MAX_WARNINGS, WARNINGS_QUERY};
 
@@ -103,6 +104,7 @@ pub fn pool(
         .db_name(database)
         .client_found_rows(client_found_rows)
         .setup(setup)
+        // Nothing stays prepared at the backend (`statement_shapes`).
         .stmt_cache_size(0)
         // The client's own limit, as libmariadb's: mysql_async otherwise
         // takes the server's session value as its limit for packets both
@@ -575,6 +577,8 @@ pub struct Prepared {
     /// them (MariaDB names a parameter that is a select item by its alias).
     pub params: Vec<pb::Field>,
     pub params_count: u32,
+    /// What the client's executes of it need to know (`binary`).
+    pub shape: Shape,
 }
 
 /// Columns and parameters of a statement, without running it.
@@ -606,11 +610,13 @@ pub async fn prepare(
         stmt.params().iter().map(field).collect()
     };
     let params_count = u32::from(stmt.num_params());
+    let shape = Shape::of(sql, &stmt.columns());
     conn.close(stmt).await?;
     Ok(Prepared {
         columns,
         params,
         params_count,
+        shape,
     })
 }
 

@@ -43,14 +43,17 @@ use super::backend::{
 };
 use super::error_text::with_server_bytes;
 use super::extended_metadata::{ParamType, Retype};
+use super::statement_shapes::{Memo, Shape};
 
 /// The text to prepare at the backend and the values of its remaining
-/// `?`s: every argument of a `CALL` (any may be OUT), and temporal values
-/// and strings not surely valid in `charset` of other statements; the
-/// rest are literals.
+/// `?`s: with `all` (the relay follows the connection and puts the
+/// client's types back), every parameter; otherwise every argument of a
+/// `CALL` (any may be OUT), and temporal values and strings not surely
+/// valid in `charset` of other statements, the rest being literals.
 pub fn statement<'a>(
     sql: &'a [u8],
     vars: &HashMap<String, BindVariable>,
+    all: bool,
     dialect: &Dialect,
     charset: &str,
 ) -> Result<(Cow<'a, [u8]>, Params), BindError> {
@@ -58,6 +61,7 @@ pub fn statement<'a>(
     let strings = Strings::from_name(charset);
     let keep = |var: &BindVariable| match Type::try_from(var.r#type) {
         Ok(Type::Tuple) | Err(_) => false,
+        _ if all => true,
         // A zero DATE goes as a DATETIME: stored as the DATE would be,
         // where a string is refused. Others are literals: `DATE'…'`, or an
         // invalid date's string, refused in the same words as directly.
@@ -97,21 +101,25 @@ pub struct Params {
 /// the value differs: a LONGLONG for every integer, a DATETIME for a DATE
 /// or TIMESTAMP, a VAR_STRING for a BLOB or DECIMAL.
 fn client_type(ty: i32) -> Option<ParamType> {
+    use ColumnType::*;
     let (code, unsigned) = match Type::try_from(ty).ok()? {
-        Type::Int8 => (1, false),
-        Type::Uint8 => (1, true),
-        Type::Int16 => (2, false),
-        Type::Uint16 => (2, true),
-        Type::Int24 => (9, false),
-        Type::Uint24 => (9, true),
-        Type::Int32 => (3, false),
-        Type::Uint32 => (3, true),
-        Type::Date => (10, false),
-        Type::Timestamp => (7, false),
-        Type::Blob => (252, false),
-        Type::Decimal => (246, false),
+        Type::Int8 => (MYSQL_TYPE_TINY, false),
+        Type::Uint8 => (MYSQL_TYPE_TINY, true),
+        Type::Int16 => (MYSQL_TYPE_SHORT, false),
+        Type::Uint16 => (MYSQL_TYPE_SHORT, true),
+        Type::Int24 => (MYSQL_TYPE_INT24, false),
+        Type::Uint24 => (MYSQL_TYPE_INT24, true),
+        Type::Int32 => (MYSQL_TYPE_LONG, false),
+        Type::Uint32 => (MYSQL_TYPE_LONG, true),
+        Type::Date => (MYSQL_TYPE_DATE, false),
+        Type::Timestamp => (MYSQL_TYPE_TIMESTAMP, false),
+        Type::Blob => (MYSQL_TYPE_BLOB, false),
+        Type::Decimal => (MYSQL_TYPE_NEWDECIMAL, false),
+        // A client's BIT (the sidecar's VARBINARY of its bytes).
+        Type::Varbinary => (MYSQL_TYPE_BIT, false),
         _ => return None,
     };
+    let code = code as u8;
     Some(ParamType { code, unsigned })
 }
 
@@ -190,12 +198,125 @@ pub async fn run<S: ResultSink>(
         Err(e) => Err(with_message_bytes(conn, e).await),
         ran => ran,
     };
+    closed(conn, statement, outcome).await
+}
+
+/// `outcome`, once `statement` is closed at the backend.
+async fn closed(
+    conn: &mut Conn,
+    statement: mysql_async::Statement,
+    outcome: Result<Outcome, BackendError>,
+) -> Result<Outcome, BackendError> {
     match (outcome, conn.close(statement).await) {
         (Err(e), _) => Err(e),
         (Ok(_), Err(e)) => Err(e.into()),
         (Ok(outcome), Ok(())) => Ok(outcome),
     }
 }
+
+/// Runs a client's prepared statement with every parameter kept (`all`,
+/// see [`statement`] with `all`), prepared at the backend, executed and
+/// closed (see `statement_shapes` for why nothing stays prepared). Where
+/// its result columns are all tables' own ([`Shape`], known from an
+/// earlier prepare of the text or learned from this one) and the literal
+/// binding keeps no parameter, it runs as `literal` text instead: no
+/// parameter's type shows, and the relay hands text rows over as they
+/// come. Where the driver would not prepare the text as it is
+/// ([`driver_prepares_as_is`]), refuses it before sending anything, or
+/// the server is at `max_prepared_stmt_count`, nothing ran: it runs as
+/// `literal` (with literals) instead.
+pub async fn run_all<S: ResultSink>(
+    conn: &mut Conn,
+    json: JsonLookup<'_>,
+    memo: &Memo<'_>,
+    (sql, all): (&[u8], Params),
+    (literal_sql, literal): (&[u8], Params),
+    sink: &mut S,
+) -> Result<Outcome, BackendError> {
+    let as_text = |shape: Shape| shape.table_columns_only && literal.values.is_empty();
+    if !driver_prepares_as_is(sql) || memo.known().is_some_and(as_text) {
+        // Text where it can (FLOAT columns of a text the driver would
+        // rewrite then have their text's digits): the driver would scan a
+        // literal text too.
+        return match literal.values.is_empty() {
+            true => super::backend::run(conn, json, literal_sql, sink).await,
+            false => run(conn, json, literal_sql, literal, sink).await,
+        };
+    }
+    let statement = match conn.prep(sql).await {
+        Ok(statement) => statement,
+        Err(mysql_async::Error::Driver(_)) => {
+            return run(conn, json, literal_sql, literal, sink).await;
+        }
+        Err(mysql_async::Error::Server(e)) if e.code == ER_MAX_PREPARED_STMT_COUNT_REACHED => {
+            return run(conn, json, literal_sql, literal, sink).await;
+        }
+        Err(e) => return Err(with_message_bytes(conn, e.into()).await),
+    };
+    let shape = Shape::of(sql, &statement.columns());
+    memo.learn(shape);
+    if as_text(shape) {
+        conn.close(statement).await?;
+        return super::backend::run(conn, json, literal_sql, sink).await;
+    }
+    let outcome = match execute(conn, json, &statement, all, sink).await {
+        Err(e) => Err(with_message_bytes(conn, e).await),
+        ran => ran,
+    };
+    closed(conn, statement, outcome).await
+}
+
+/// Whether mysql_async prepares `sql` as it is: it scans the text for
+/// `:name` parameters (taking a backslash for an escape in a string, which
+/// under NO_BACKSLASH_ESCAPES it is not, so `'a\', ':x'` has a `:x`
+/// outside a string to it) and would prepare the text with each made a
+/// `?`: another statement.
+fn driver_prepares_as_is(sql: &[u8]) -> bool {
+    mysql_common::named_params::ParsedNamedParams::parse(sql).is_ok_and(|p| p.params().is_empty())
+}
+
+/// Runs a client's prepared statement where the relay does not follow the
+/// connection, bound by [`statement`] without `all`: where no parameter
+/// is kept and it is no `CALL`, text does as well unless a result column
+/// is a FLOAT, which the [`Shape`] of the client's text says (known, or
+/// learned from a prepare of it, closed unexecuted); then `sql` runs in
+/// the text protocol. Otherwise as [`run`].
+pub async fn run_unrelayed<S: ResultSink>(
+    conn: &mut Conn,
+    json: JsonLookup<'_>,
+    memo: &Memo<'_>,
+    client_sql: &[u8],
+    (sql, params): (&[u8], Params),
+    sink: &mut S,
+) -> Result<Outcome, BackendError> {
+    let is_call = leading_keyword(sql).is_some_and(|k| k.eq_ignore_ascii_case(b"CALL"));
+    if params.values.is_empty() && !is_call {
+        if !driver_prepares_as_is(client_sql) {
+            return super::backend::run(conn, json, sql, sink).await;
+        }
+        let shape = match memo.known() {
+            Some(shape) => Some(shape),
+            None => match conn.prep(client_sql).await {
+                Ok(stmt) => {
+                    let shape = Shape::of(client_sql, &stmt.columns());
+                    memo.learn(shape);
+                    conn.close(stmt).await?;
+                    Some(shape)
+                }
+                // Nothing ran; the statement's own prepare answers.
+                Err(mysql_async::Error::Driver(_) | mysql_async::Error::Server(_)) => None,
+                Err(e) => return Err(e.into()),
+            },
+        };
+        if shape.is_some_and(|s| !s.has_float) {
+            return super::backend::run(conn, json, sql, sink).await;
+        }
+    }
+    run(conn, json, sql, params, sink).await
+}
+
+/// MariaDB's refusal of a prepare past `max_prepared_stmt_count`.
+const ER_MAX_PREPARED_STMT_COUNT_REACHED: u16 = 1461;
 
 /// An error whose message is the server's bytes (see
 /// [`with_server_bytes`]), read before the statement is closed (which
@@ -340,7 +461,7 @@ mod tests {
     fn prepared(sql: &str, list: &[(Type, &str)]) -> (String, Vec<Value>) {
         let vars = vars(list);
         let (sql, params) =
-            statement(sql.as_bytes(), &vars, &Dialect::default(), "utf8mb4").unwrap();
+            statement(sql.as_bytes(), &vars, false, &Dialect::default(), "utf8mb4").unwrap();
         (String::from_utf8(sql.into_owned()).unwrap(), params.values)
     }
 
@@ -406,6 +527,7 @@ mod tests {
         let (_, params) = statement(
             b"CALL p(?, ?, ?, ?, ?, ?)",
             &vars,
+            false,
             &Dialect::default(),
             "utf8mb4",
         )
@@ -427,7 +549,7 @@ mod tests {
         // Outside a CALL a narrower integer stays a parameter, as a
         // LONGLONG does.
         let (sql, params) =
-            statement(b"SELECT ?, ?", &vars, &Dialect::default(), "utf8mb4").unwrap();
+            statement(b"SELECT ?, ?", &vars, false, &Dialect::default(), "utf8mb4").unwrap();
         assert_eq!(&sql[..], b"SELECT ?, ?");
         assert_eq!(params.types, [ty(1, false), ty(3, true)]);
     }
@@ -443,9 +565,10 @@ mod tests {
             backslash_escapes: false,
             ..Dialect::default()
         };
-        let (sql, _) = statement(b"SELECT ?, ?", &vars, &nbe, "utf8mb4").unwrap();
+        let (sql, _) = statement(b"SELECT ?, ?", &vars, false, &nbe, "utf8mb4").unwrap();
         assert!(sql.starts_with(b"SELECT ?, _utf8mb4 X'"));
-        let (sql, _) = statement(b"SELECT ?, ?", &vars, &Dialect::default(), "utf8mb4").unwrap();
+        let (sql, _) =
+            statement(b"SELECT ?, ?", &vars, false, &Dialect::default(), "utf8mb4").unwrap();
         assert!(sql.starts_with(b"SELECT ?, _utf8mb4 'a\\\\\\', :x "));
     }
 
@@ -471,13 +594,19 @@ mod tests {
             ),
         ]);
         let (sql, params) =
-            statement(b"SELECT ?, ?, ?", &vars, &Dialect::default(), "gbk").unwrap();
+            statement(b"SELECT ?, ?, ?", &vars, false, &Dialect::default(), "gbk").unwrap();
         assert_eq!(&sql[..], b"SELECT _gbk X'78', ?, _gbk X'D6D0'");
         assert_eq!(params.values, [Value::Bytes(b"\x81\x20".to_vec())]);
         assert_eq!(params.types, [None], "a VAR_STRING, as sent");
         // Valid in latin1: a literal.
-        let (sql, params) =
-            statement(b"SELECT ?, ?, ?", &vars, &Dialect::default(), "latin1").unwrap();
+        let (sql, params) = statement(
+            b"SELECT ?, ?, ?",
+            &vars,
+            false,
+            &Dialect::default(),
+            "latin1",
+        )
+        .unwrap();
         assert_eq!(
             &sql[..],
             b"SELECT _latin1 X'78', _latin1 X'8120', _latin1 X'D6D0'"
@@ -486,12 +615,61 @@ mod tests {
     }
 
     #[test]
+    fn with_all_every_parameter_stays_one_in_the_clients_type() {
+        let vars = vars(&[
+            (Type::Int32, "5"),
+            (Type::Varchar, "x'y"),
+            (Type::Decimal, "-1.50"),
+            (Type::Date, "2024-01-02"),
+            (Type::Blob, "\u{0}"),
+            (Type::NullType, ""),
+        ]);
+        let (sql, params) = statement(
+            b"SELECT ?, ?, ?, ?, ?, ?",
+            &vars,
+            true,
+            &Dialect::default(),
+            "utf8mb4",
+        )
+        .unwrap();
+        assert_eq!(&sql[..], b"SELECT ?, ?, ?, ?, ?, ?");
+        assert_eq!(
+            params.values,
+            [
+                Value::Int(5),
+                Value::Bytes(b"x'y".to_vec()),
+                Value::Bytes(b"-1.50".to_vec()),
+                Value::Date(2024, 1, 2, 0, 0, 0, 0),
+                Value::Bytes(b"\0".to_vec()),
+                Value::NULL,
+            ]
+        );
+        let ty = |code| {
+            Some(ParamType {
+                code,
+                unsigned: false,
+            })
+        };
+        assert_eq!(params.types, [ty(3), None, ty(246), ty(10), ty(252), None]);
+    }
+
+    #[test]
+    fn texts_the_driver_would_rewrite_are_known() {
+        assert!(driver_prepares_as_is(b"SELECT ?, ':x', \"?\" -- :y"));
+        // Under NO_BACKSLASH_ESCAPES `'a\'` ends; the driver reads on.
+        assert!(!driver_prepares_as_is(
+            b"SELECT 'a\\', ':x' FROM t WHERE ? > 0"
+        ));
+        assert!(!driver_prepares_as_is(b"SELECT :x, ?"));
+    }
+
+    #[test]
     fn a_value_that_is_not_its_type_is_refused() {
         let vars = vars(&[(Type::Int64, "1; DROP")]);
-        let e = statement(b"CALL p(?)", &vars, &Dialect::default(), "utf8mb4").unwrap_err();
+        let e = statement(b"CALL p(?)", &vars, false, &Dialect::default(), "utf8mb4").unwrap_err();
         assert_eq!(e.to_mysql().code, 1210);
         let vars = vars_of_time("25:61:00");
-        assert!(statement(b"SELECT ?", &vars, &Dialect::default(), "utf8mb4").is_err());
+        assert!(statement(b"SELECT ?", &vars, false, &Dialect::default(), "utf8mb4").is_err());
     }
 
     fn vars_of_time(text: &str) -> HashMap<String, BindVariable> {

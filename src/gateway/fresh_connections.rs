@@ -17,6 +17,16 @@
 //!   after `COM_CHANGE_USER` (which clears it) — accounts with a default
 //!   database have it set again by the pool's reset.
 //!
+//! - its network buffer is as large as the largest packet it has read
+//!   (MariaDB grows it from `net_buffer_length` and never shrinks it), and
+//!   counts in the session's `memory_used`: a session given a connection
+//!   that once read a 450 KB statement has that much less room under
+//!   `max_session_mem_used` than a fresh one (MariaDB's own
+//!   `main.func_sformat` got 1290 through the sidecar). A connection that
+//!   read a request larger than [`FRESH_NET_BUFFER`] is closed when it
+//!   comes up for a new session instead of given to it (a bulk load keeps
+//!   its own for as long as its session does).
+//!
 //! And a connection no session has had yet (warmed, or opened since) is
 //! reset once before its first session: the driver's connect-time `SELECT
 //! @@wait_timeout` would show in the session's `Com_select`.
@@ -36,6 +46,10 @@ use crate::translate::statement::{is_multi_statement, leading_keyword};
 
 use super::session_state::{Token, Tokens};
 
+/// MariaDB's default `net_buffer_length`: the network buffer of a fresh
+/// connection, which a larger packet grows for good.
+pub const FRESH_NET_BUFFER: usize = 16 * 1024;
+
 /// How many connections are remembered (left in a database, or had by a
 /// session); beyond it the oldest (lowest thread ids: most likely closed
 /// since) are forgotten.
@@ -48,6 +62,9 @@ pub struct FreshConnections {
     stale_up_to: AtomicU32,
     /// Thread ids of connections a session left in a database.
     moved: Mutex<BTreeSet<u32>>,
+    /// Thread ids of connections that read a packet larger than
+    /// [`FRESH_NET_BUFFER`].
+    grown: Mutex<BTreeSet<u32>>,
     /// Thread ids of connections sessions have had (the others are new:
     /// their statement counters show the driver's own connect-time
     /// `SELECT @@wait_timeout`).
@@ -63,6 +80,16 @@ impl FreshConnections {
     /// Whether `conn` was opened before the last `SET GLOBAL`.
     pub fn is_stale(&self, conn: &Conn) -> bool {
         conn.id() <= self.stale_up_to.load(Ordering::Acquire)
+            || self.grown.lock().expect("not poisoned").remove(&conn.id())
+    }
+
+    /// `conn` was sent a request of `size` bytes (statement text and
+    /// bound values): past [`FRESH_NET_BUFFER`], its buffer grew, and a
+    /// new session must not get it ([`Self::is_stale`]).
+    pub fn sent(&self, conn: &Conn, size: usize) {
+        if size > FRESH_NET_BUFFER {
+            remember(&mut self.grown.lock().expect("not poisoned"), conn.id());
+        }
     }
 
     /// After a statement that set global variables: every connection

@@ -22,6 +22,7 @@ mod session_reads;
 mod session_state;
 pub(crate) mod sessions;
 mod shares;
+mod statement_shapes;
 mod stream;
 mod text_rows;
 mod vitess;
@@ -117,6 +118,7 @@ impl Gateway {
                 limits: config.limits.clone(),
                 connect_timeout: config.backend.connect_timeout,
                 json_columns: Default::default(),
+                statement_shapes: Default::default(),
                 extended_metadata,
                 backend_packet: Default::default(),
                 backend_shares: backend_shares.clone(),

@@ -25,6 +25,7 @@ use super::packet_limit::BackendPacket;
 use super::session_reads;
 use super::session_state;
 use super::sessions::{Lease, Refusal, Sessions};
+use super::statement_shapes::{self, Memo, StatementShapes};
 use super::stream::StreamSink;
 use super::vitess;
 
@@ -35,6 +36,8 @@ pub struct Rpc {
     pub connect_timeout: Duration,
     /// Which LONGTEXT columns are MariaDB JSON, per table.
     pub json_columns: JsonColumns,
+    /// What backend prepares said of prepared statements' texts.
+    pub statement_shapes: StatementShapes,
     /// MariaDB's extended column metadata, relayed from the backend.
     pub extended_metadata: Arc<ExtendedMetadata>,
     /// The backend's max_allowed_packet, once learned.
@@ -220,22 +223,43 @@ impl Rpc {
         match self.connection(&account, &mut lease).await {
             Ok(_) if let Some(e) = too_large => response.error = Some(to_rpc_error(&e)),
             Err(e) => response.error = Some(to_rpc_error(&e)),
-            Ok(conn) => match backend::prepare(conn, self.json(&account), &request.query).await {
-                Ok(prepared) => {
-                    response.fields = prepared.columns;
-                    response.param_fields = prepared.params;
-                    response.params_count = prepared.params_count;
-                }
-                Err(e) => {
-                    response.error = Some(to_rpc_error(&e.to_mysql()));
-                    if matches!(e, BackendError::Connection(_)) {
-                        lease.state.conn = None;
+            Ok(conn) => {
+                self.fresh.sent(conn, request.query.len());
+                match backend::prepare(conn, self.json(&account), &request.query).await {
+                    Ok(prepared) => {
+                        self.memo(&account, &lease, &request.query)
+                            .learn(prepared.shape);
+                        response.fields = prepared.columns;
+                        response.param_fields = prepared.params;
+                        response.params_count = prepared.params_count;
+                    }
+                    Err(e) => {
+                        response.error = Some(to_rpc_error(&e.to_mysql()));
+                        if matches!(e, BackendError::Connection(_)) {
+                            lease.state.conn = None;
+                        }
                     }
                 }
-            },
+            }
         }
         response.session = Some(self.finish(lease));
         Ok(response)
+    }
+
+    /// What is known of a prepared statement text `query` run in `lease`'s
+    /// session (`statement_shapes`).
+    fn memo(&self, account: &Account, lease: &Lease, query: &[u8]) -> Memo<'_> {
+        let state = &lease.state;
+        Memo {
+            shapes: &self.statement_shapes,
+            key: statement_shapes::Key::new(
+                &account.username,
+                state.target.as_deref(),
+                &state.dialect(),
+                state.charset_name(),
+                query,
+            ),
+        }
     }
 
     fn json<'a>(&'a self, account: &'a Account) -> JsonLookup<'a> {
@@ -311,11 +335,20 @@ impl Rpc {
         // Tracking entries belong to the answer of the statement that made them.
         lease.state.state_changes.clear();
         let dialect = lease.state.dialect();
-        let charset = lease.state.charset_name();
+        // Owned: the execute may be bound again once the connection is
+        // known (see `all` below).
+        let charset = lease.state.charset_name().to_owned();
+        let charset = charset.as_str();
         // A MySQL prepared statement runs as one at the backend (binary.rs).
         let bound = if request.prepared {
-            binary::statement(&request.query, &request.bind_variables, &dialect, charset)
-                .map(|(sql, params)| (sql, Some(params)))
+            binary::statement(
+                &request.query,
+                &request.bind_variables,
+                false,
+                &dialect,
+                charset,
+            )
+            .map(|(sql, params)| (sql, Some(params)))
         } else {
             bind::substitute(&request.query, &request.bind_variables, &dialect, charset)
                 .map(|sql| (sql, None))
@@ -361,6 +394,13 @@ impl Rpc {
         if let Some(why) = effect.pins {
             lease.state.pin(why);
         }
+        let memo = match &params {
+            Some(_) => self.memo(account, lease, &request.query),
+            None => Memo {
+                shapes: &self.statement_shapes,
+                key: None,
+            },
+        };
         let timeout = self.limits.query_timeout;
         let conn = match self.connection(account, lease).await {
             Ok(conn) => conn,
@@ -372,13 +412,40 @@ impl Rpc {
             }
         };
         let conn_id = conn.id();
+        // An over-estimate (the text, and every bound value as if it were
+        // a parameter too): a connection it grows goes to no new session.
+        let values: usize = request.bind_variables.values().map(|v| v.value.len()).sum();
+        self.fresh.sent(conn, sql.len() + values);
+        // Where the relay follows the connection, it puts the client's
+        // types back on every parameter: all stay parameters, so a result
+        // column made of one is typed as directly (not as its literal).
+        let all = params
+            .as_ref()
+            .filter(|_| self.extended_metadata.follows(conn_id))
+            .and_then(|_| {
+                binary::statement(
+                    &request.query,
+                    &request.bind_variables,
+                    true,
+                    &dialect,
+                    charset,
+                )
+                .ok()
+            });
         let gone = sink.gone();
         let result = {
             let json = self.json(account);
             let running = async {
-                match params {
-                    Some(params) => binary::run(conn, json, &sql, params, sink).await,
-                    None => backend::run(conn, json, &sql, sink).await,
+                match (all, params) {
+                    (Some((client_sql, all)), Some(params)) => {
+                        let literal = (&sql[..], params);
+                        binary::run_all(conn, json, &memo, (&client_sql, all), literal, sink).await
+                    }
+                    (None, Some(params)) => {
+                        let bound = (&sql[..], params);
+                        binary::run_unrelayed(conn, json, &memo, &request.query, bound, sink).await
+                    }
+                    (_, None) => backend::run(conn, json, &sql, sink).await,
                 }
             };
             tokio::pin!(running);
@@ -426,6 +493,7 @@ impl Rpc {
         // DDL may turn a column into JSON or back.
         if statement::may_change_schema(&sql, &dialect) {
             self.json_columns.clear();
+            self.statement_shapes.clear();
         }
         let ran = self.session_after(lease, result, &sql, &dialect).await;
         if fresh_connections::may_set_globals(&sql, &dialect)

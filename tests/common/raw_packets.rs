@@ -76,6 +76,23 @@ impl Param {
         b.truncate(1 + len as usize);
         Self::fixed(11, b)
     }
+    pub fn longlong(v: i64) -> Self {
+        Self::fixed(8, v.to_le_bytes().to_vec())
+    }
+    pub fn unsigned_longlong(v: u64) -> Self {
+        Self {
+            unsigned: true,
+            ..Self::fixed(8, v.to_le_bytes().to_vec())
+        }
+    }
+    /// NEWDECIMAL (246), its text as drivers send it.
+    pub fn decimal(text: &str) -> Self {
+        Self::fixed(246, lenenc_bytes(text.as_bytes()))
+    }
+    /// BLOB (252), as drivers send bytes.
+    pub fn blob(v: &[u8]) -> Self {
+        Self::fixed(252, lenenc_bytes(v))
+    }
     fn fixed(ty: u8, value: Vec<u8>) -> Self {
         Self {
             ty,

@@ -138,6 +138,12 @@ impl ExtendedMetadata {
         Some(RowTap::claim(&self.connections.slot(id)?))
     }
 
+    /// Whether the relay follows connection `id` (and so can put a
+    /// client's parameter types back, [`Self::retype`]).
+    pub fn follows(&self, id: u32) -> bool {
+        self.connections.slot(id).is_some()
+    }
+
     /// The client's types for the parameters of the driver's next execute
     /// on connection `id` (see `retype`), in place of mysql_async's;
     /// `false` if that connection is not relayed. Set before the execute

@@ -36,7 +36,6 @@ use crate::translate::results::RowFormat;
 use crate::translate::sql_text::{Charset, Dialect};
 use crate::translate::statement::Answers;
 use crate::translate::to_mysql;
-use crate::translate::well_formed::Strings;
 use crate::translate::{out_params, params, statement};
 
 use super::budget::ConnectionBudget;
@@ -323,12 +322,6 @@ impl<S> CommandPhase<S> {
             .dialect(Charset::from_collation(self.collation))
     }
 
-    /// How the backend checks this connection's strings.
-    fn strings(&self) -> Strings {
-        self.session
-            .strings(Strings::from_collation(self.collation))
-    }
-
     pub fn ok(&self, out: &mut Packets) -> Next {
         response::ok(out, self.caps, 0, 0, self.session.status(), 0, "");
         Next::Continue
@@ -522,8 +515,7 @@ impl<S> CommandPhase<S> {
         let call_of = out_params::called_routine(&stmt.sql);
         let (is_call, float_columns, sql) =
             (call_of.is_some(), stmt.float_columns, stmt.sql.clone());
-        let prepared =
-            statements::needs_backend_prepare(is_call, float_columns, &binds, self.strings());
+        let prepared = statements::needs_backend_prepare(is_call, float_columns, &binds);
         Step::Execute(Execute {
             sql,
             binds,

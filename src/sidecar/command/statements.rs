@@ -6,12 +6,10 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 
-use crate::api::pb::{BindVariable, Type};
+use crate::api::pb::BindVariable;
 use crate::mysql::MysqlError;
 use crate::mysql::params::{ParamType, StatementParams};
-use crate::mysql::temporal::DateTime;
 use crate::sidecar::budget::{Charge, ConnectionBudget};
-use crate::translate::well_formed::Strings;
 
 /// What keeping a statement costs besides its text and parameter types:
 /// its place in the table, its parameter state, its id. A guess on the
@@ -159,34 +157,28 @@ impl Statements {
 }
 
 /// Whether a COM_STMT_EXECUTE asks the gateway to run it as a prepared
-/// statement at the backend (`ExecuteRequest.prepared`), which costs a
-/// prepare there per execute: where literals and text rows would lose
-/// something. A `CALL` (its OUT arguments must be parameters), FLOAT
-/// columns (their text has ~6 digits), FLOAT and DOUBLE parameters (a
-/// literal is a DOUBLE of another length), DATETIME/TIMESTAMP/TIME ones
-/// (a parameter is nullable, a literal is not; zero and invalid dates),
-/// a zero DATE, which no literal can say, and a string that is not surely
-/// a valid string of the connection's character set (`strings`), whose
-/// introducer literal the server would refuse (1300) where it takes the
-/// parameter as sent. Everything else is exact as literals and text.
+/// statement at the backend (`ExecuteRequest.prepared`): every one with a
+/// parameter, a `CALL` (its OUT arguments must be parameters) and one with
+/// FLOAT columns (their text has ~6 digits). The server types a result
+/// column made of a parameter by the parameter's type (`SELECT CAST(? AS
+/// SIGNED)` of an INT is a nullable BIGINT of length 11) and one made of a
+/// literal by its text (a NOT NULL INT of length 2), so only a parameter
+/// answers as directly. Our gateway keeps every parameter a parameter
+/// where its relay puts the client's types back, and prepares each text
+/// once per backend connection (`gateway::binary::run_cached`);
+/// elsewhere it keeps those literals would lose (see `gateway::binary`).
 pub fn needs_backend_prepare(
     is_call: bool,
     float_columns: bool,
     binds: &HashMap<String, BindVariable>,
-    strings: Strings,
 ) -> bool {
-    let needs = |v: &BindVariable| match Type::try_from(v.r#type) {
-        Ok(Type::Float32 | Type::Float64 | Type::Datetime | Type::Timestamp | Type::Time) => true,
-        Ok(Type::Date) => DateTime::is_zero_in_date(&v.value),
-        Ok(Type::Varchar) => !strings.surely_valid(&v.value),
-        _ => false,
-    };
-    is_call || float_columns || binds.values().any(needs)
+    is_call || float_columns || !binds.is_empty()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::pb::Type;
 
     fn binds(list: &[(Type, &str)]) -> HashMap<String, BindVariable> {
         list.iter()
@@ -203,46 +195,12 @@ mod tests {
     }
 
     #[test]
-    fn only_what_text_would_lose_is_prepared_at_the_backend() {
-        let exact = binds(&[
-            (Type::Int64, "1"),
-            (Type::Varchar, "x"),
-            (Type::Varbinary, "\0"),
-            (Type::Decimal, "1.5"),
-            (Type::Date, "2024-02-29"),
-            (Type::Date, "2023-02-29"),
-        ]);
-        assert!(!needs_backend_prepare(false, false, &exact, Strings::Gbk));
-        assert!(needs_backend_prepare(true, false, &exact, Strings::Gbk));
-        assert!(needs_backend_prepare(false, true, &exact, Strings::Gbk));
-        for (ty, value) in [
-            (Type::Float32, "1e0"),
-            (Type::Float64, "1e0"),
-            (Type::Datetime, "2024-02-29 00:00:00"),
-            (Type::Timestamp, "2024-02-29 00:00:00"),
-            (Type::Time, "1:00:00"),
-            (Type::Date, "0000-00-00"),
-            (Type::Date, "2024-00-10"),
-        ] {
-            assert!(
-                needs_backend_prepare(false, false, &binds(&[(ty, value)]), Strings::Utf8mb4),
-                "{ty:?} {value}"
-            );
-        }
-        // A string: as the connection's character set checks it.
-        let text = binds(&[(Type::Varchar, "中")]);
-        assert!(!needs_backend_prepare(
-            false,
-            false,
-            &text,
-            Strings::Utf8mb4
-        ));
-        assert!(needs_backend_prepare(false, false, &text, Strings::Gbk));
-        assert!(needs_backend_prepare(
-            false,
-            false,
-            &text,
-            Strings::AsciiOnly
-        ));
+    fn every_execute_with_a_parameter_is_prepared_at_the_backend() {
+        let one = binds(&[(Type::Int64, "1")]);
+        let none = binds(&[]);
+        assert!(needs_backend_prepare(false, false, &one));
+        assert!(!needs_backend_prepare(false, false, &none));
+        assert!(needs_backend_prepare(true, false, &none));
+        assert!(needs_backend_prepare(false, true, &none));
     }
 }

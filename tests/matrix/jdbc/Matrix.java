@@ -452,6 +452,18 @@ public class Matrix {
                 out.put("integer_widths", resultSet(rs));
             }
         }
+        // Result columns made of parameters: typed, sized and nullable as
+        // the server types a parameter, not the literal it would become
+        // (CAST(? AS SIGNED) of an INT: a nullable BIGINT of precision 11).
+        try (PreparedStatement ps = c.prepareStatement(
+                "SELECT CAST(? AS SIGNED) AS c, ? + 1 AS s, ? AS i, CONCAT(?, 'x') AS t")) {
+            for (int i = 1; i <= 4; i++) {
+                ps.setInt(i, 5);
+            }
+            try (ResultSet rs = ps.executeQuery()) {
+                out.put("columns_of_parameters", resultSet(rs));
+            }
+        }
         String p = prefix + "_date_text";
         exec(c, "DROP PROCEDURE IF EXISTS " + p,
                 "CREATE PROCEDURE " + p + "(IN v VARCHAR(40)) SELECT v, LENGTH(v) AS n");
