@@ -35,7 +35,7 @@ use crate::api::row_batch::Cells;
 use crate::mysql::temporal::{DateTime, Time};
 use crate::translate::bind::{self, BindError};
 use crate::translate::sql_text::Dialect;
-use crate::translate::statement::leading_keyword;
+use crate::translate::statement::is_call;
 use crate::translate::well_formed::Strings;
 
 use super::backend::{
@@ -57,7 +57,7 @@ pub fn statement<'a>(
     dialect: &Dialect,
     charset: &str,
 ) -> Result<(Cow<'a, [u8]>, Params), BindError> {
-    let is_call = leading_keyword(sql).is_some_and(|k| k.eq_ignore_ascii_case(b"CALL"));
+    let is_call = is_call(sql);
     let strings = Strings::from_name(charset);
     let keep = |var: &BindVariable| match Type::try_from(var.r#type) {
         Ok(Type::Tuple) | Err(_) => false,
@@ -289,8 +289,7 @@ pub async fn run_unrelayed<S: ResultSink>(
     (sql, params): (&[u8], Params),
     sink: &mut S,
 ) -> Result<Outcome, BackendError> {
-    let is_call = leading_keyword(sql).is_some_and(|k| k.eq_ignore_ascii_case(b"CALL"));
-    if params.values.is_empty() && !is_call {
+    if params.values.is_empty() && !is_call(sql) {
         if !driver_prepares_as_is(client_sql) {
             return super::backend::run(conn, json, sql, sink).await;
         }

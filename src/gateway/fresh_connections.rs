@@ -77,7 +77,9 @@ pub struct FreshConnections {
 }
 
 impl FreshConnections {
-    /// Whether `conn` was opened before the last `SET GLOBAL`.
+    /// Whether `conn` was opened before the last `SET GLOBAL`, or was sent
+    /// a request that grew its network buffer ([`Self::sent`]; forgotten
+    /// now: the caller closes it).
     pub fn is_stale(&self, conn: &Conn) -> bool {
         conn.id() <= self.stale_up_to.load(Ordering::Acquire)
             || self.grown.lock().expect("not poisoned").remove(&conn.id())

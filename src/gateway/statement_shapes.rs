@@ -25,7 +25,7 @@ use mysql_async::Column;
 use mysql_async::consts::ColumnType;
 
 use crate::translate::sql_text::Dialect;
-use crate::translate::statement::leading_keyword;
+use crate::translate::statement::is_call;
 
 /// How long an answer is trusted (DDL from other clients).
 const TTL: Duration = Duration::from_secs(10);
@@ -52,11 +52,10 @@ pub struct Shape {
 impl Shape {
     /// The shape of `sql`, whose prepare described `columns`.
     pub fn of(sql: &[u8], columns: &[Column]) -> Self {
-        let is_call = leading_keyword(sql).is_some_and(|k| k.eq_ignore_ascii_case(b"CALL"));
         let has_float = columns
             .iter()
             .any(|c| c.column_type() == ColumnType::MYSQL_TYPE_FLOAT);
-        let table_columns_only = !is_call
+        let table_columns_only = !is_call(sql)
             && !has_float
             && !columns.is_empty()
             && columns.iter().all(|c| {

@@ -121,6 +121,12 @@ pub fn leading_keyword(sql: &[u8]) -> Option<&[u8]> {
     (len > 0).then(|| &rest[..len])
 }
 
+/// Whether the statement is a `CALL` (its arguments may be OUT
+/// parameters).
+pub fn is_call(sql: &[u8]) -> bool {
+    leading_keyword(sql).is_some_and(|k| k.eq_ignore_ascii_case(b"CALL"))
+}
+
 /// True if `sql` is `LOAD DATA LOCAL` or `LOAD XML LOCAL`: the server
 /// would ask the client for a file, which cannot travel through the API.
 /// An executable comment could hide it, so one that mentions both LOAD
