@@ -170,7 +170,9 @@ async fn required_tls_serves_a_require_ssl_account() {
     let user = client.execute(None, "SELECT CURRENT_USER()").await;
     assert_eq!(scalar(&user).as_deref(), Some("secure@localhost"));
 
-    // A MySQL client through the sidecar sees the backend session's TLS.
+    // A MySQL client through the sidecar that reads a value without its
+    // name sees the backend session's TLS (README, Known limits; SHOW
+    // STATUS says the client's own connection: tests/tls_status.rs).
     let chain = Chain::launch_on(stack, |_| {}).await;
     let mut through = chain.client().await;
     assert_eq!(

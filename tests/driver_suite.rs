@@ -68,16 +68,6 @@ const EXPECTED: &[Expected] = &[
               cannot travel through the psdb API (README, Known limits)",
     },
     Expected {
-        test: "TestTLS",
-        count: 7,
-        direct: Outcome::Pass,
-        sidecar: Outcome::Fail,
-        why: "bug: SHOW STATUS LIKE 'Ssl_cipher' over TLS to the sidecar answers the \
-              backend session's (the gateway's unix-socket connection: empty), not the \
-              client connection's cipher (the tls=skip-verify and custom TLS config runs, \
-              #01 and #02 of each of the 3 DSNs)",
-    },
-    Expected {
         test: "TestConnectionAttributes",
         count: 1,
         direct: Outcome::Pass,

@@ -19,6 +19,7 @@ use crate::mysql::auth::{Authenticated, Handshake};
 use crate::mysql::packet::{Packet, Packets};
 use crate::mysql::{CapabilityFlags, response};
 use crate::telemetry::TraceId;
+use crate::translate::connection_status::ConnectionStatus;
 use crate::translate::errors::from_rpc_message;
 use crate::translate::statement;
 
@@ -85,7 +86,13 @@ impl Connection {
             new_session,
             shared.client.is_myquic_gateway(),
         ))
-        .with_budget(budget);
+        .with_budget(budget)
+        .with_connection_status(match io.tls() {
+            Some(negotiated) => {
+                ConnectionStatus::tls(negotiated.clone(), shared.offered_tls.clone())
+            }
+            None => ConnectionStatus::plain(),
+        });
         let upstream = shared.upstreams.for_user(&login.user).clone();
         Self {
             io,

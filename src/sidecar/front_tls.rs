@@ -13,6 +13,7 @@ use tokio_rustls::TlsAcceptor;
 use tracing::info;
 
 use crate::config::{ConfigError, FrontTls};
+use crate::translate::connection_status::{NegotiatedTls, OfferedTls, openssl_time};
 use crate::transport::tls::{Identity, SelfSigned, TlsError};
 
 /// In [`FrontTls::auto_generate_dir`]: what clients may trust, and its key.
@@ -23,15 +24,97 @@ pub const KEY_FILE: &str = "key.pem";
 /// sharing the directory never end up with halves of different pairs.
 const LOCK_FILE: &str = ".lock";
 
+/// TLS toward local clients, when it is on.
+pub struct FrontAcceptor {
+    /// Takes clients' SSLRequests.
+    pub acceptor: TlsAcceptor,
+    /// What it offers every client, as status variables say it.
+    pub offered: OfferedTls,
+}
+
 /// The acceptor for clients' SSLRequests, `None` when TLS is off.
-pub fn acceptor(tls: &FrontTls, listen: SocketAddr) -> Result<Option<TlsAcceptor>, ConfigError> {
+pub fn acceptor(tls: &FrontTls, listen: SocketAddr) -> Result<Option<FrontAcceptor>, ConfigError> {
     let Some(identity) = identity(tls, listen)? else {
         return Ok(None);
     };
     let server = identity
         .mysql_server_config()
         .map_err(|e| invalid("sidecar.tls", e))?;
-    Ok(Some(TlsAcceptor::from(server)))
+    let offered = offered(&server, &identity);
+    Ok(Some(FrontAcceptor {
+        acceptor: TlsAcceptor::from(server),
+        offered,
+    }))
+}
+
+/// Rustls's lifetime of the TLS 1.3 session tickets it issues from its
+/// session cache (`emit_stateful_ticket`: a day).
+const SESSION_LIFETIME_SECS: u32 = 24 * 60 * 60;
+
+/// What `server` offers, in OpenSSL's words (`Ssl_cipher_list`,
+/// `Ssl_server_not_before`/`_after`, `Ssl_default_timeout`).
+fn offered(server: &rustls::ServerConfig, identity: &Identity) -> OfferedTls {
+    let cipher_list = server
+        .crypto_provider()
+        .cipher_suites
+        .iter()
+        .filter_map(|suite| openssl_name(suite.suite()))
+        .collect::<Vec<_>>()
+        .join(":");
+    let validity = identity.chain.first().and_then(|cert| {
+        let (_, parsed) = x509_parser::parse_x509_certificate(cert).ok()?;
+        let validity = parsed.validity();
+        Some((
+            openssl_time(validity.not_before.timestamp()),
+            openssl_time(validity.not_after.timestamp()),
+        ))
+    });
+    let (not_before, not_after) = validity.unwrap_or_default();
+    OfferedTls {
+        cipher_list,
+        not_before,
+        not_after,
+        session_lifetime: SESSION_LIFETIME_SECS,
+    }
+}
+
+/// What a client's TLS session is, in OpenSSL's words (`Ssl_cipher`,
+/// `Ssl_version`, `Ssl_sessions_reused`).
+pub fn negotiated(connection: &rustls::ServerConnection) -> NegotiatedTls {
+    NegotiatedTls {
+        cipher: connection
+            .negotiated_cipher_suite()
+            .and_then(|suite| openssl_name(suite.suite()))
+            .unwrap_or(""),
+        version: connection.protocol_version().map_or("", openssl_version),
+        resumed: connection.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+    }
+}
+
+/// OpenSSL's name of a cipher suite (what MariaDB shows in `Ssl_cipher`).
+fn openssl_name(suite: rustls::CipherSuite) -> Option<&'static str> {
+    use rustls::CipherSuite as S;
+    Some(match suite {
+        S::TLS13_AES_256_GCM_SHA384 => "TLS_AES_256_GCM_SHA384",
+        S::TLS13_AES_128_GCM_SHA256 => "TLS_AES_128_GCM_SHA256",
+        S::TLS13_CHACHA20_POLY1305_SHA256 => "TLS_CHACHA20_POLY1305_SHA256",
+        S::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384 => "ECDHE-ECDSA-AES256-GCM-SHA384",
+        S::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 => "ECDHE-ECDSA-AES128-GCM-SHA256",
+        S::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256 => "ECDHE-ECDSA-CHACHA20-POLY1305",
+        S::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384 => "ECDHE-RSA-AES256-GCM-SHA384",
+        S::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 => "ECDHE-RSA-AES128-GCM-SHA256",
+        S::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256 => "ECDHE-RSA-CHACHA20-POLY1305",
+        _ => return None,
+    })
+}
+
+/// OpenSSL's name of a protocol version (`Ssl_version`).
+fn openssl_version(version: rustls::ProtocolVersion) -> &'static str {
+    match version {
+        rustls::ProtocolVersion::TLSv1_3 => "TLSv1.3",
+        rustls::ProtocolVersion::TLSv1_2 => "TLSv1.2",
+        _ => "",
+    }
 }
 
 fn identity(tls: &FrontTls, listen: SocketAddr) -> Result<Option<Identity>, ConfigError> {

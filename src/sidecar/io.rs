@@ -8,6 +8,7 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use crate::mysql::packet::{self, Packet, PacketError, Packets};
+use crate::translate::connection_status::NegotiatedTls;
 
 use super::budget::{Charge, ConnectionBudget, Exceeded};
 
@@ -38,6 +39,8 @@ pub struct Framed {
     stream: Box<dyn Stream>,
     buf: BytesMut,
     max_packet: usize,
+    /// The client's TLS session, once it started one.
+    tls: Option<NegotiatedTls>,
 }
 
 /// Bytes read ahead while a command runs are kept (clients may pipeline
@@ -51,7 +54,13 @@ impl Framed {
             buf: BytesMut::with_capacity(16 * 1024),
             max_packet,
             charge: None,
+            tls: None,
         }
+    }
+
+    /// The client's TLS session (`None`: plaintext).
+    pub fn tls(&self) -> Option<&NegotiatedTls> {
+        self.tls.as_ref()
     }
 
     /// Charges what is buffered from now on to `budget`'s process.
@@ -121,6 +130,7 @@ impl Framed {
             inner: plain,
         };
         let tls = acceptor.accept(prefixed).await?;
+        self.tls = Some(super::front_tls::negotiated(tls.get_ref().1));
         self.stream = Box::new(tls);
         Ok(())
     }

@@ -51,6 +51,7 @@ use crate::config::ConfigError;
 use crate::mysql::auth::{AuthCache, AuthConfig, Handshake, Plugin, RsaKey};
 use crate::mysql::packet::Packets;
 use crate::mysql::response;
+use crate::translate::connection_status::OfferedTls;
 use crate::transport::tls;
 
 pub use crate::config::SidecarConfig;
@@ -67,6 +68,8 @@ pub struct Shared {
     pub registry: Arc<registry::Registry>,
     auth: RwLock<Arc<AuthConfig>>,
     tls: Option<TlsAcceptor>,
+    /// What that TLS offers (status variables say it).
+    offered_tls: OfferedTls,
     max_packet: usize,
     /// What all client connections may hold together, and each one
     /// (`memory_total`, `memory_per_connection`).
@@ -147,7 +150,11 @@ impl Sidecar {
             upstreams,
             registry: registry::Registry::new(),
             auth: RwLock::new(Arc::new(auth)),
-            tls: front_tls,
+            offered_tls: front_tls
+                .as_ref()
+                .map(|f| f.offered.clone())
+                .unwrap_or_default(),
+            tls: front_tls.map(|f| f.acceptor),
             max_packet: config.max_allowed_packet,
             memory: budget::ProcessBudget::new(config.memory_total),
             memory_per_connection: config.memory_per_connection,

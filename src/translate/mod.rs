@@ -2,6 +2,7 @@
 //! variables, error numbers and statement classification. No I/O.
 
 pub mod bind;
+pub mod connection_status;
 pub mod cursor;
 pub mod errors;
 pub mod out_params;

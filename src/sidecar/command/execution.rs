@@ -69,7 +69,8 @@ impl<S> CommandPhase<S> {
         Execution {
             writer: ResultWriter::new(self.caps, format, self.session.status())
                 .with_style(self.style)
-                .with_marked_ends(self.marked_ends),
+                .with_marked_ends(self.marked_ends)
+                .with_connection_status(Some(self.connection_status.clone())),
             error: None,
             cursor,
             was_in_transaction: self.session.in_transaction,

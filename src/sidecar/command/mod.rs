@@ -20,6 +20,7 @@ mod execution;
 mod statements;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -31,6 +32,7 @@ use crate::mysql::auth::Authenticated;
 use crate::mysql::command::{self, Command};
 use crate::mysql::packet::{Packet, Packets};
 use crate::mysql::response::{self, ColumnStyle};
+use crate::translate::connection_status::ConnectionStatus;
 use crate::translate::errors::from_rpc_message;
 use crate::translate::results::RowFormat;
 use crate::translate::sql_text::{Charset, Dialect};
@@ -182,6 +184,9 @@ pub struct CommandPhase<S> {
     /// backend account no longer logs in (see
     /// [`CommandPhase::take_account_refused`]).
     account_refused: bool,
+    /// What the client's own connection says of itself in status
+    /// variables (its TLS session), in place of the backend connection's.
+    connection_status: Arc<ConnectionStatus>,
 }
 
 /// What a connection starts with, from its login.
@@ -236,7 +241,16 @@ impl<S> CommandPhase<S> {
             account_refused: false,
             statements: Statements::default(),
             cursors: cursors::Cursors::default(),
+            connection_status: Arc::new(ConnectionStatus::plain()),
         }
+    }
+
+    /// The client's connection is `status` (its TLS session): rows of
+    /// status variables that describe a connection say it.
+    #[must_use]
+    pub fn with_connection_status(mut self, status: ConnectionStatus) -> Self {
+        self.connection_status = Arc::new(status);
+        self
     }
 
     /// Charges what the connection holds to `budget`.

@@ -51,6 +51,8 @@ mod terminators;
 #[cfg(test)]
 mod test_client;
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 
 use crate::api::pb;
@@ -59,6 +61,7 @@ use crate::mysql::MysqlError;
 use crate::mysql::packet::Packets;
 use crate::mysql::response::ColumnStyle;
 use crate::mysql::{CapabilityFlags, StatusFlags};
+use crate::translate::connection_status::{ConnectionStatus, StatusColumns};
 use crate::translate::statement::Answers;
 
 /// How rows are encoded: text for COM_QUERY, binary for COM_STMT_EXECUTE.
@@ -177,6 +180,11 @@ pub struct ResultWriter {
     /// The index flags the server set so far in the running procedure
     /// call (see [`INDEX_FLAGS`](statements::INDEX_FLAGS)).
     call_flags: StatusFlags,
+    /// The client connection's own status variables, written in place of
+    /// the backend connection's (see [`crate::translate::connection_status`]).
+    connection: Option<Arc<ConnectionStatus>>,
+    /// The open set's columns of status variables' names and values.
+    status_columns: Option<StatusColumns>,
 }
 
 impl ResultWriter {
@@ -197,7 +205,16 @@ impl ResultWriter {
             statements: Vec::new(),
             statement: None,
             call_flags: StatusFlags::empty(),
+            connection: None,
+            status_columns: None,
         }
+    }
+
+    /// Rows of status variables that describe the connection itself say
+    /// `status`'s values (see [`crate::translate::connection_status`]).
+    pub fn with_connection_status(mut self, status: Option<Arc<ConnectionStatus>>) -> Self {
+        self.connection = status;
+        self
     }
 
     /// The statement is a multi-statement of these statements: a result

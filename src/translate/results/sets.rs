@@ -6,6 +6,7 @@ use crate::mysql::MysqlError;
 use crate::mysql::packet::Packets;
 use crate::mysql::response;
 use crate::mysql::{CapabilityFlags, StatusFlags};
+use crate::translate::connection_status::{self, StatusColumns};
 use crate::translate::out_params;
 use crate::translate::to_mysql::{self, binary_row, text_row};
 
@@ -22,6 +23,10 @@ impl ResultWriter {
     ) -> Result<(), MysqlError> {
         self.flush_previous(out)?;
         self.out_params = false;
+        self.status_columns = self
+            .connection
+            .as_ref()
+            .and_then(|_| StatusColumns::of(fields));
         // Our gateway's streams say at each set's end whether the server
         // flagged it (else the guess), so any one-row set may be; another
         // psdb server's say nothing: a set that looks like them.
@@ -92,6 +97,13 @@ impl ResultWriter {
             });
         };
         for row in rows {
+            let rewritten = match (self.status_columns, &self.connection) {
+                (Some(columns), Some(status)) => {
+                    connection_status::rewritten_row(row, columns, status)
+                }
+                _ => None,
+            };
+            let row = rewritten.as_ref().unwrap_or(row);
             match self.format {
                 RowFormat::Text => {
                     if row.len() != fields.len() {
