@@ -12,6 +12,12 @@ use super::{Ending, ResultWriter};
 const INDEX_FLAGS: StatusFlags =
     StatusFlags::SERVER_STATUS_NO_GOOD_INDEX_USED.union(StatusFlags::SERVER_STATUS_NO_INDEX_USED);
 
+/// The flags that stay with the session from one statement to the next.
+const SESSION_FLAGS: StatusFlags = StatusFlags::SERVER_STATUS_IN_TRANS
+    .union(StatusFlags::SERVER_STATUS_AUTOCOMMIT)
+    .union(StatusFlags::SERVER_STATUS_IN_TRANS_READONLY)
+    .union(StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES);
+
 impl ResultWriter {
     /// Whether the server's EOF after a set's column definitions says
     /// MORE_RESULTS: within a procedure call, and while a later statement
@@ -44,6 +50,11 @@ impl ResultWriter {
     /// server keeps for the rest of a call, and the statement of a
     /// multi-statement the next result comes from.
     pub(super) fn result_ended(&mut self, ok: bool, ending: &Ending) {
+        // A later set's column EOF has the session's flags as this result
+        // left them (`SET autocommit=0; SELECT 1`: no AUTOCOMMIT there).
+        if let Some(status) = ending.status {
+            self.status = (self.status - SESSION_FLAGS) | (status & SESSION_FLAGS);
+        }
         if self.in_call() {
             self.call_flags |= ending.status.unwrap_or_default() & INDEX_FLAGS;
         }
