@@ -16,6 +16,7 @@
 //! another statement needs the session.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use crate::api::pb;
 use crate::api::row_view::{ResultView, RowView};
@@ -23,6 +24,7 @@ use crate::mysql::MysqlError;
 use crate::mysql::packet::Packets;
 use crate::mysql::response::{self, ColumnStyle};
 use crate::mysql::{CapabilityFlags, StatusFlags};
+use crate::translate::connection_status::{ConnectionStatus, StatusColumns, rewritten_row};
 use crate::translate::to_mysql;
 
 #[derive(Debug)]
@@ -33,6 +35,9 @@ pub struct Cursor {
     buffered: usize,
     /// The result set has ended upstream: `rows` is all that is left.
     complete: bool,
+    /// The client connection's own status variables, and where the set
+    /// holds them (see [`crate::translate::connection_status`]).
+    status_rows: Option<(StatusColumns, Arc<ConnectionStatus>)>,
 }
 
 impl Cursor {
@@ -62,7 +67,16 @@ impl Cursor {
             rows: VecDeque::new(),
             buffered: 0,
             complete: false,
+            status_rows: None,
         }
+    }
+
+    /// Rows of status variables that describe the connection itself say
+    /// `status`'s values, as in a result written at once.
+    #[must_use]
+    pub fn with_connection_status(mut self, status: Arc<ConnectionStatus>) -> Self {
+        self.status_rows = StatusColumns::of(&self.fields).map(|columns| (columns, status));
+        self
     }
 
     /// A message of the statement's stream after the one with the fields:
@@ -83,11 +97,16 @@ impl Cursor {
             self.complete = true;
         }
         for row in &result.rows {
-            self.buffered += row.values().len();
             // A copy, not a view of the message: a row held here would
             // keep its whole message (up to 256 KiB) for as long, beyond
             // what `buffered` counts.
-            self.rows.push_back(row.to_owned_copy());
+            let own = self
+                .status_rows
+                .as_ref()
+                .and_then(|(columns, status)| rewritten_row(row, *columns, status))
+                .unwrap_or_else(|| row.to_owned_copy());
+            self.buffered += own.values().len();
+            self.rows.push_back(own);
         }
         Ok(())
     }
@@ -202,6 +221,66 @@ mod tests {
     fn terminator_status(p: &[u8]) -> StatusFlags {
         assert_eq!(p[0], 0xfe);
         StatusFlags::from_bits_truncate(u16::from_le_bytes([p[3], p[4]]))
+    }
+
+    /// A cursor over `SHOW STATUS` says the client connection's own
+    /// `Ssl_cipher`, as a result written at once does, and counts what
+    /// it holds by the rows it keeps.
+    #[test]
+    fn status_rows_say_the_clients_connection() {
+        use crate::translate::connection_status::{NegotiatedTls, OfferedTls};
+        let status_field = |org_name: &str| pb::Field {
+            name: bytes::Bytes::copy_from_slice(org_name.as_bytes()),
+            org_name: bytes::Bytes::copy_from_slice(org_name.as_bytes()),
+            table: "SESSION_STATUS".into(),
+            org_table: "SESSION_STATUS".into(),
+            database: "information_schema".into(),
+            r#type: vitess_type(
+                mysql_common::constants::ColumnType::MYSQL_TYPE_VAR_STRING as u8,
+                0,
+            ) as i32,
+            charset: 33,
+            ..Default::default()
+        };
+        let status = Arc::new(ConnectionStatus::tls(
+            NegotiatedTls {
+                cipher: "TLS_AES_128_GCM_SHA256",
+                version: "TLSv1.3",
+                resumed: false,
+            },
+            OfferedTls::default(),
+        ));
+        let mut out = Packets::default();
+        let mut cursor = Cursor::open(
+            caps(true),
+            ColumnStyle::Mysql,
+            vec![
+                status_field("VARIABLE_NAME"),
+                status_field("VARIABLE_VALUE"),
+            ],
+            StatusFlags::SERVER_STATUS_AUTOCOMMIT,
+            &mut out,
+        )
+        .with_connection_status(status);
+        out.take();
+        let rows: ResultView = pb::QueryResult {
+            rows: vec![
+                pack_row([Some(&b"Ssl_accepts"[..]), Some(&b"7"[..])]),
+                pack_row([Some(&b"Ssl_cipher"[..]), Some(&b""[..])]),
+            ],
+            ..Default::default()
+        }
+        .into();
+        cursor.push(&rows).unwrap();
+        assert_eq!(
+            cursor.buffered(),
+            "Ssl_accepts7Ssl_cipherTLS_AES_128_GCM_SHA256".len()
+        );
+        cursor.write_rows(&mut 2, &mut out).unwrap();
+        assert_eq!(cursor.buffered(), 0);
+        let p = packets(&mut out);
+        assert!(p[0].ends_with(b"\x01\x37"), "{:?}", p[0]);
+        assert!(p[1].ends_with(b"\x16TLS_AES_128_GCM_SHA256"), "{:?}", p[1]);
     }
 
     #[test]

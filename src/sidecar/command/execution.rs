@@ -105,7 +105,8 @@ impl<S> CommandPhase<S> {
                 result.head.fields,
                 self.session.status(),
                 out,
-            );
+            )
+            .with_connection_status(self.connection_status.clone());
             let mut failed = None;
             if !result.rows.is_empty() {
                 let rows = ResultView {
