@@ -380,6 +380,16 @@ def check_bytes_in_sql_text():
         answers[f"binary_prefix={prefix}"] = {"insert": inserted, "warnings": shown,
                                               "rows": rows(cur.fetchall())}
         conn.close()
+    # As Django's MySQL backend connects (charset utf8, CLIENT_FOUND_ROWS)
+    # and writes a BinaryField (`_binary %s`).
+    conn = connect(autocommit=True, charset="utf8", client_flag=CLIENT.FOUND_ROWS)
+    cur = conn.cursor()
+    cur.execute(f"UPDATE {t} SET b = _binary %s, vb = _binary %s WHERE id = %s",
+                (b"\x00F\xfe", b"\xfe\x00F", 1))
+    updated = {"rowcount": cur.rowcount, "warnings": conn.warning_count()}
+    cur.execute(f"SELECT HEX(b), b, HEX(vb), vb FROM {t} WHERE id = _binary %s", (b"1",))
+    answers["django"] = {"update": updated, "rows": rows(cur.fetchall())}
+    conn.close()
     conn = connect(autocommit=True)
     cur = conn.cursor()
     for sql in (b"SET NAMES utf8", f"DROP TABLE IF EXISTS {P}_comment".encode(),
