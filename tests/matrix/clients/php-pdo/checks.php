@@ -365,6 +365,30 @@ run_checks([
         return ['warnings' => $warnings,
             'rows' => q($pdo, "SELECT id, LENGTH(b), HEX(b), b, HEX(vb), vb FROM $t ORDER BY id")];
     },
+    'large_packets' => function () {
+        // Values of 16 MiB and more (several MySQL packets) both ways:
+        // quoted into the statement text (emulated), or sent as a bound
+        // LOB (native), and read back.
+        $t = P . '_bigval';
+        $pdo = connect();
+        $pdo->exec("DROP TABLE IF EXISTS $t");
+        $pdo->exec("CREATE TABLE $t (id INT PRIMARY KEY, v LONGBLOB)");
+        $out = [];
+        foreach ([(1 << 24) - 1, (1 << 24) + 1] as $i => $size) {
+            $value = substr(str_repeat(substr(all_bytes(), $i) . substr(all_bytes(), 0, $i),
+                intdiv($size, 256) + 1), 0, $size);
+            $s = $pdo->prepare("INSERT INTO $t VALUES (?, ?)");
+            $s->bindValue(1, $i, PDO::PARAM_INT);
+            $s->bindValue(2, $value, PDO::PARAM_LOB);
+            $s->execute();
+            $r = $pdo->prepare("SELECT v, LENGTH(v) FROM $t WHERE id = ?");
+            $r->execute([$i]);
+            [$got, $length] = $r->fetch(PDO::FETCH_NUM);
+            $out[(string) $size] = ['length' => $length, 'same_bytes' => $got === $value];
+        }
+        $pdo->exec("DROP TABLE $t");
+        return $out;
+    },
     'found_rows' => function () {
         // PDO::MYSQL_ATTR_FOUND_ROWS (off by default) sets CLIENT_FOUND_ROWS.
         $t = P . '_found';
