@@ -358,6 +358,29 @@ run_checks([
         return ['ping' => $ping, 'variable_after_ping' => $after_ping,
             'after_change_user' => $after_change, 'persistent_reused' => $after_reuse];
     },
+    'refresh' => function () {
+        // mysqli::refresh (COM_REFRESH): the server checks the RELOAD
+        // privilege, which the account lacks (1227), after an implicit
+        // commit. (mysqli::stat and dump_debug_info: see README's Known
+        // limits.)
+        $t = P . '_refresh';
+        $m = connect();
+        $other = connect();
+        $m->query("DROP TABLE IF EXISTS $t");
+        $m->query("CREATE TABLE $t (id INT PRIMARY KEY)");
+        $out = [];
+        foreach ([MYSQLI_REFRESH_TABLES, MYSQLI_REFRESH_HOSTS | MYSQLI_REFRESH_STATUS,
+            MYSQLI_REFRESH_GRANT | MYSQLI_REFRESH_LOG | MYSQLI_REFRESH_THREADS] as $flags) {
+            $m->begin_transaction();
+            $m->query("INSERT INTO $t VALUES ($flags)");
+            $ok = $m->refresh($flags);
+            $out[] = ['flags' => $flags, 'result' => $ok, 'errno' => $m->errno, 'error' => $m->error,
+                'sqlstate' => $m->sqlstate,
+                'committed' => (int) $other->query("SELECT COUNT(*) FROM $t")->fetch_row()[0]];
+            $m->rollback();
+        }
+        return $out;
+    },
     'cursor' => function () {
         // A read-only server-side cursor (COM_STMT_FETCH, one row a time:
         // mysqlnd implements no other PREFETCH_ROWS), read with
