@@ -381,6 +381,33 @@ run_checks([
         }
         return $out;
     },
+    'kill' => function () {
+        // mysqli::kill (COM_PROCESS_KILL) and KILL statements, of another
+        // connection and of the connection's own id (thread ids differ,
+        // and are left out).
+        mysqli_report(MYSQLI_REPORT_OFF);
+        try {
+            $state = fn (mysqli $m, mixed $r) => ['result' => $r instanceof mysqli_result
+                ? rows($r->fetch_all(MYSQLI_NUM)) : $r, 'errno' => $m->errno, 'error' => $m->error,
+                'sqlstate' => $m->sqlstate];
+            $a = connect();
+            $b = connect();
+            $out = ['kill_other' => $state($a, $a->kill($b->thread_id))];
+            $out['killed_query'] = $state($b, $b->query('SELECT 1'));
+            $out['killed_ping'] = $state($b, $b->ping());
+            $out['kill_unknown'] = $state($a, $a->kill(999999));
+            $out['kill_query_self'] = $state($a, $a->query('KILL QUERY ' . $a->thread_id));
+            $out['after_kill_query_self'] = $state($a, $a->query('SELECT 2'));
+            $out['kill_self'] = $state($a, $a->query('KILL ' . $a->thread_id));
+            $out['after_kill_self'] = $state($a, $a->query('SELECT 3'));
+            $c = connect();
+            $out['com_kill_self'] = $state($c, $c->kill($c->thread_id));
+            $out['after_com_kill_self'] = $state($c, $c->query('SELECT 4'));
+            return $out;
+        } finally {
+            mysqli_report(MYSQLI_REPORT_ERROR | MYSQLI_REPORT_STRICT);
+        }
+    },
     'cursor' => function () {
         // A read-only server-side cursor (COM_STMT_FETCH, one row a time:
         // mysqlnd implements no other PREFETCH_ROWS), read with
