@@ -408,6 +408,34 @@ run_checks([
             mysqli_report(MYSQLI_REPORT_ERROR | MYSQLI_REPORT_STRICT);
         }
     },
+    'login_errors' => function () {
+        // Refused logins (wrong password, unknown user, unknown database,
+        // no password) and a refused change_user, as mysqli reports them.
+        $out = [];
+        foreach ([[env('MQ_USER'), 'wrong', env('MQ_DATABASE')], [P . '_nobody', 'x', env('MQ_DATABASE')],
+            [env('MQ_USER'), env('MQ_PASSWORD'), P . '_no_such_database'],
+            [env('MQ_USER'), '', env('MQ_DATABASE')]] as [$user, $password, $db]) {
+            try {
+                $m = mysqli_init();
+                $m->real_connect(env('MQ_HOST'), $user, $password, $db, (int) env('MQ_PORT'));
+                $out[] = null;
+            } catch (mysqli_sql_exception $e) {
+                $out[] = error($e);
+            }
+        }
+        $m = connect();
+        try {
+            $m->change_user(env('MQ_USER'), 'wrong', env('MQ_DATABASE'));
+            $out[] = null;
+        } catch (mysqli_sql_exception $e) {
+            // Without the SQLSTATE: the server's ERR says 28000 both ways,
+            // but mysqlnd reports HY000 after a caching_sha2_password
+            // exchange (the matrix's sidecar asks for that plugin; MariaDB
+            // switches to mysql_native_password).
+            $out[] = array_diff_key(error($e), ['sqlstate' => true]);
+        }
+        return $out;
+    },
     'cursor' => function () {
         // A read-only server-side cursor (COM_STMT_FETCH, one row a time:
         // mysqlnd implements no other PREFETCH_ROWS), read with
@@ -437,6 +465,15 @@ run_checks([
         while ($s->fetch()) {
             $rest++;
         }
-        return ['rows' => $got, 'reopened_first' => $first, 'other' => $other, 'rest' => $rest];
+        // reset (COM_STMT_RESET) closes the cursor; executed again, it
+        // starts over.
+        $s->execute();
+        $s->fetch();
+        $s->reset();
+        $s->execute();
+        $s->fetch();
+        $after_reset = [val($id), val($v)];
+        return ['rows' => $got, 'reopened_first' => $first, 'other' => $other, 'rest' => $rest,
+            'after_reset' => $after_reset];
     },
 ]);
