@@ -171,7 +171,9 @@ async fn every_client_answers_the_same_through_the_sidecar() {
 /// certificate: only its gateway and local user) lets every client in on
 /// its very first connection with the client's default options, as
 /// MariaDB does — PyMySQL without `cryptography`, Connector/Python (TLS
-/// when offered), the mariadb CLI over TCP, Go with `tls=skip-verify` —
+/// when offered), the mariadb CLI over TCP, Go with `tls=skip-verify`,
+/// mysqlclient (libmariadb), PHP's mysqli (also TLS unverified) and PDO
+/// (mysqlnd: caching_sha2_password over plain TCP with the RSA key) —
 /// and with the same answers. Each client gets a fresh sidecar, so its
 /// first login there is the sidecar's first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -83,6 +83,9 @@ pub enum Command {
     },
     Ping,
     Statistics,
+    /// `mysql_refresh()`: its `REFRESH_*` options (0 when the byte is
+    /// missing, as the server reads the packet's terminating NUL).
+    Refresh(u8),
     /// `mysql_kill()`: the connection id to kill.
     ProcessKill(u32),
     /// The body after the command byte; see `auth::Handshake::change_user`.
@@ -226,6 +229,7 @@ pub fn parse(payload: Bytes) -> Result<Command, CommandError> {
         COM_FIELD_LIST => body.field_list(),
         COM_PING => Command::Ping,
         COM_STATISTICS => Command::Statistics,
+        COM_REFRESH => Command::Refresh(body.bytes.first().copied().unwrap_or(0)),
         COM_PROCESS_KILL => Command::ProcessKill(body.u32_at(0)?),
         COM_CHANGE_USER => Command::ChangeUser(body.bytes),
         COM_RESET_CONNECTION => Command::ResetConnection,
@@ -452,6 +456,8 @@ mod tests {
         assert_eq!(parse(cmd(COM_QUIT, b"")), Ok(Command::Quit));
         assert_eq!(parse(cmd(COM_PING, b"")), Ok(Command::Ping));
         assert_eq!(parse(cmd(COM_STATISTICS, b"")), Ok(Command::Statistics));
+        assert_eq!(parse(cmd(COM_REFRESH, b"\x04")), Ok(Command::Refresh(4)));
+        assert_eq!(parse(cmd(COM_REFRESH, b"")), Ok(Command::Refresh(0)));
         assert_eq!(
             parse(cmd(COM_RESET_CONNECTION, b"")),
             Ok(Command::ResetConnection)

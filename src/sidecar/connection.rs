@@ -261,6 +261,20 @@ impl Connection {
         match step {
             Step::Answered(next) => next,
             Step::Execute(statement) => self.execute(statement, out).await,
+            Step::KillOrExecute { id, query_only, .. } if id == u64::from(self.registration.id) => {
+                // A statement that kills its own connection's query, or
+                // the connection, is itself interrupted: the server
+                // answers it with an ERR (1317, or 1927 and a close), as
+                // it answers a statement killed from elsewhere.
+                self.registration.kill(id, query_only);
+                let error = if query_only {
+                    errors::interrupted()
+                } else {
+                    errors::connection_killed()
+                };
+                response::err(out, &error);
+                Next::Continue
+            }
             Step::KillOrExecute {
                 id,
                 query_only,

@@ -135,6 +135,11 @@ pub fn not_owner(id: u64) -> MysqlError {
     error(1095, "HY000", format!("You are not owner of thread {id}"))
 }
 
+/// ER_CONNECTION_KILLED, for a `KILL` of the connection's own id.
+pub fn connection_killed() -> MysqlError {
+    error(1927, "70100", "Connection was killed")
+}
+
 /// ER_QUERY_INTERRUPTED, for a statement cancelled by `KILL QUERY`.
 pub fn interrupted() -> MysqlError {
     error(1317, "70100", "Query execution was interrupted")

@@ -276,6 +276,33 @@ fn inner_semicolon(sql: &[u8], dialect: &Dialect) -> Option<usize> {
     None
 }
 
+/// The `FLUSH` a `COM_REFRESH` of `options` (`REFRESH_*` bits) does, or
+/// `None` for options no `FLUSH` names alone: none at all (the server
+/// only checks the RELOAD privilege), `REFRESH_SLAVE` (0x40) and
+/// `REFRESH_MASTER` (0x80), which reset replication. The server runs both
+/// through `reload_acl_and_cache` after an implicit commit and the same
+/// RELOAD check, writing nothing to the binary log (hence `LOCAL`);
+/// `TABLES` goes last, since a name list may follow it.
+pub fn refresh_as_flush(options: u8) -> Option<String> {
+    const WORDS: [(u8, &str); 6] = [
+        (0x01, "PRIVILEGES"),
+        (0x02, "LOGS"),
+        (0x08, "HOSTS"),
+        (0x10, "STATUS"),
+        (0x20, "THREADS"),
+        (0x04, "TABLES"),
+    ];
+    if options == 0 || options & 0xc0 != 0 {
+        return None;
+    }
+    let words: Vec<&str> = WORDS
+        .iter()
+        .filter(|(bit, _)| options & bit != 0)
+        .map(|(_, word)| *word)
+        .collect();
+    Some(format!("FLUSH LOCAL {}", words.join(", ")))
+}
+
 /// `SET NAMES` for a collation id from a handshake, or `None` for an id
 /// mysql_common does not know.
 pub fn set_names(collation_id: u16) -> Option<String> {
@@ -413,6 +440,21 @@ mod tests {
             "BEGIN",
         ] {
             assert!(!may_change_schema(sql.as_bytes(), &D), "{sql}");
+        }
+    }
+
+    #[test]
+    fn refresh_options_as_flush() {
+        assert_eq!(
+            refresh_as_flush(0x04).as_deref(),
+            Some("FLUSH LOCAL TABLES")
+        );
+        assert_eq!(
+            refresh_as_flush(0x3f).as_deref(),
+            Some("FLUSH LOCAL PRIVILEGES, LOGS, HOSTS, STATUS, THREADS, TABLES")
+        );
+        for unmapped in [0, 0x40, 0x80, 0x44] {
+            assert_eq!(refresh_as_flush(unmapped), None, "{unmapped:#x}");
         }
     }
 

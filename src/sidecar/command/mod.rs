@@ -400,6 +400,18 @@ impl<S> CommandPhase<S> {
                 Step::Answered(Next::Continue)
             }
             Command::Statistics => Step::Statistics,
+            // As the FLUSH it is (PHP's mysqli::refresh): the server's
+            // own RELOAD check, and the same work where it passes.
+            Command::Refresh(options) => match statement::refresh_as_flush(options) {
+                Some(sql) => self.query(Bytes::from(sql), out),
+                None => {
+                    response::err(
+                        out,
+                        &errors::unknown_command("COM_REFRESH with these options"),
+                    );
+                    Step::Answered(Next::Continue)
+                }
+            },
             Command::ProcessKill(id) => Step::Kill { id: u64::from(id) },
             Command::StmtPrepare(sql) => Step::Prepare(sql),
             Command::StmtExecute {

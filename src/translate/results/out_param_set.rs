@@ -3,8 +3,8 @@
 //! [`State::MaybeOutParams`]).
 
 use crate::mysql::MysqlError;
-use crate::mysql::StatusFlags;
 use crate::mysql::packet::Packets;
+use crate::mysql::{CapabilityFlags, StatusFlags};
 
 use super::terminators::more;
 use super::{Held, ResultWriter, State};
@@ -35,6 +35,15 @@ impl ResultWriter {
         self.out_params = flagged.map_or(out_params, |s| {
             s.contains(StatusFlags::SERVER_PS_OUT_PARAMS)
         });
+        // A server sends OUT parameters only to a client that said it
+        // reads them (`Protocol_binary::send_out_parameters`); the
+        // gateway's driver did, so a client that did not (PHP's mysqlnd)
+        // gets the procedure's results and its final OK alone, as
+        // directly — the set would be unreadable to it.
+        if self.out_params && !self.caps.contains(CapabilityFlags::CLIENT_PS_MULTI_RESULTS) {
+            self.out_params = false;
+            return Ok(());
+        }
         let warnings = if self.out_params { warnings } else { 0 };
         self.write_columns(&fields, flagged, warnings, out);
         self.state = State::Open { fields };
@@ -147,6 +156,56 @@ mod tests {
             call(&[none, end_msg(), ok_msg(0, 0, "")]),
             vec![x(), Seen::End(more(), 0), final_ok()]
         );
+    }
+
+    /// A client without CLIENT_PS_MULTI_RESULTS (PHP's mysqlnd) gets no
+    /// OUT parameters, flagged or guessed: a server sends them only to
+    /// clients that read them.
+    #[test]
+    fn out_parameters_go_only_to_clients_that_read_them() {
+        let caps = modern() - CapabilityFlags::CLIENT_PS_MULTI_RESULTS;
+        let param = pb::Field {
+            database: "app".into(),
+            table: "p".into(),
+            org_table: "p".into(),
+            org_name: "x".into(),
+            ..field("x", 3, 0)
+        };
+        let server_more =
+            StatusFlags::SERVER_STATUS_AUTOCOMMIT | StatusFlags::SERVER_MORE_RESULTS_EXISTS;
+        let flagged = server_more | StatusFlags::SERVER_PS_OUT_PARAMS;
+        let own = || fields_msg(vec![field("a", 3, 0)], vec![row(&[Some("5")])]);
+        let out_params = || fields_msg(vec![param.clone()], vec![row(&[Some("6")])]);
+        let final_ok = || ended(ok_msg(0, 0, ""), StatusFlags::SERVER_STATUS_AUTOCOMMIT, 3);
+        for messages in [
+            // Flagged by the server.
+            vec![
+                own(),
+                ended(end_msg(), server_more, 0),
+                out_params(),
+                ended(end_msg(), flagged, 0),
+                final_ok(),
+            ],
+            // Recognised where the stream does not say.
+            vec![own(), end_msg(), out_params(), end_msg(), ok_msg(0, 0, "")],
+        ] {
+            let mut out = Packets::reply_to(0);
+            let mut writer =
+                ResultWriter::new(caps, RowFormat::Binary, MID).in_call_of(Some(b"p".to_vec()));
+            for m in &messages {
+                writer.message(&m.clone().into(), &mut out).unwrap();
+            }
+            writer.finish(None, FINAL, 3, &mut out);
+            let seen = client(&mut out, caps, RowFormat::Binary);
+            assert_eq!(seen.len(), 4, "{seen:?}");
+            assert_eq!(seen[0], Seen::Columns(vec!["a".into()]));
+            assert_eq!(seen[1], Seen::Row(vec![Value::Int(5)]));
+            assert!(
+                matches!(&seen[2], Seen::End(s, 0) if s.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS)),
+                "{seen:?}"
+            );
+            assert!(matches!(&seen[3], Seen::Ok(0, 0, _, 3, _)), "{seen:?}");
+        }
     }
 
     /// A prepared CALL's set is its OUT parameters because the server
