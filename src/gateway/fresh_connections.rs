@@ -41,6 +41,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use mysql_async::Conn;
 
 use super::backend::BackendError;
+use super::connect_attrs::Carried;
 use crate::translate::sql_text::Dialect;
 use crate::translate::statement::{is_multi_statement, leading_keyword};
 
@@ -74,6 +75,9 @@ pub struct FreshConnections {
     /// account: one whose password changed or that was dropped since its
     /// connection opened is refused too, which says nothing of the others.
     no_change_user: Mutex<HashSet<String>>,
+    /// The connection attributes each connection carries: a session whose
+    /// client's differ re-identifies it (`super::connect_attrs`).
+    pub attrs: Carried,
 }
 
 impl FreshConnections {

@@ -32,6 +32,7 @@
 //! prepared at the backend ([`Retype`]).
 
 mod answers;
+mod attrs;
 
 pub use answers::{Ending, MAX_PAYLOAD};
 mod relay;
@@ -39,6 +40,7 @@ mod retype;
 mod tap;
 mod wire;
 
+pub use attrs::Identify;
 pub use retype::{ParamType, Retype};
 pub use tap::{RowTap, Tapped};
 pub use wire::lenenc;
@@ -160,6 +162,23 @@ impl ExtendedMetadata {
     pub fn forget_retype(&self, id: u32) {
         if let Some(slot) = self.connections.slot(id) {
             slot.lock().expect("not poisoned").retype = None;
+        }
+    }
+
+    /// Whether the relay can give connection `id` a session's
+    /// attributes: it follows the connection and asked for
+    /// `CLIENT_CONNECT_ATTRS` ([`Self::identify`]).
+    pub fn can_identify(&self, id: u32) -> bool {
+        self.connections
+            .slot(id)
+            .is_some_and(|slot| slot.lock().expect("not poisoned").connect_attrs)
+    }
+
+    /// The attributes the driver's next `COM_CHANGE_USER` on connection
+    /// `id` carries (`None`: its own, none); set before it is sent.
+    pub fn identify(&self, id: u32, identify: Option<Identify>) {
+        if let Some(slot) = self.connections.slot(id) {
+            slot.lock().expect("not poisoned").identify = identify;
         }
     }
 
