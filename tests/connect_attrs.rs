@@ -171,35 +171,77 @@ async fn the_block_crosses_as_the_client_wrote_it() {
     }
 }
 
+/// A libmariadb-like attribute block (fixed order, as C clients send it)
+/// for process `pid`.
+fn libmariadb_block(pid: &str) -> Vec<u8> {
+    let mut block = Vec::new();
+    for (k, v) in [
+        ("_os", "Linux"),
+        ("_client_name", "libmariadb"),
+        ("_pid", pid),
+        ("_client_version", "3.3.20"),
+        ("_platform", "x86_64"),
+        ("program_name", "mysql"),
+    ] {
+        for s in [k, v] {
+            block.push(s.len() as u8);
+            block.extend_from_slice(s.as_bytes());
+        }
+    }
+    block
+}
+
 /// What carrying attributes costs the common case: the same client
 /// process opening session after session (connect + `SELECT 1` +
-/// disconnect), with attributes, against a client without any, and
-/// clients of two attributes in turn (each session re-identifies its
-/// pooled connection: `COM_CHANGE_USER`). Interleaved, medians.
+/// hang up), with libmariadb's attributes, against a client without any;
+/// two processes' clients in turn, and a new process's each session,
+/// whose sessions re-identify their pooled connections where the
+/// attributes differ (`COM_CHANGE_USER`, counted by the server). Blocks
+/// of 40 sessions of each kind in turn, medians. (mysql_async is no such
+/// client: it sends its attributes in another order on each connection.)
 /// `cargo test --test connect_attrs attrs_cost -- --ignored --nocapture`
 #[tokio::test]
 #[ignore = "a measurement"]
 async fn attrs_cost() {
     let chain = chain().await;
-    let a = attrs(&[("program_name", "bench"), ("_pid", "1"), ("_os", "Linux")]);
-    let b = attrs(&[("program_name", "bench"), ("_pid", "2"), ("_os", "Linux")]);
-    let kinds: [(&str, Vec<Option<&HashMap<String, String>>>); 3] = [
+    let (a, b) = (libmariadb_block("1001"), libmariadb_block("1002"));
+    let each: Vec<Vec<u8>> = (0..40)
+        .map(|n| libmariadb_block(&format!("2{n:03}")))
+        .collect();
+    let kinds: [(&str, Vec<Option<&[u8]>>); 4] = [
         ("none", vec![None]),
         ("same attributes", vec![Some(&a)]),
         ("two in turn", vec![Some(&a), Some(&b)]),
+        (
+            "a new process each",
+            each.iter().map(|e| Some(&e[..])).collect(),
+        ),
     ];
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); kinds.len()];
-    for round in 0..400 {
+    let mut changes = vec![0u64; kinds.len()];
+    let mut root = Conn::new(chain.stack.db.root_opts()).await.unwrap();
+    const CHANGES: &str = "SELECT COUNT_STAR FROM \
+        performance_schema.events_statements_summary_global_by_event_name \
+        WHERE EVENT_NAME = 'statement/com/Change user'";
+    for _block in 0..10 {
         for (i, (_, clients)) in kinds.iter().enumerate() {
-            let [_, via] = both(&chain, clients[round % clients.len()]);
-            let started = Instant::now();
-            let mut conn = Conn::new(via).await.unwrap();
-            let one: Option<u8> = conn.query_first("SELECT 1").await.unwrap();
-            assert_eq!(one, Some(1));
-            conn.disconnect().await.unwrap();
-            if round >= 50 {
-                times[i].push(started.elapsed());
+            let before: u64 = root.query_first(CHANGES).await.unwrap().unwrap();
+            for n in 0..40 {
+                let started = Instant::now();
+                let creds = (LOCAL_USER, LOCAL_PASSWORD);
+                let io = Box::new(chain.raw().await);
+                let attrs = clients[n % clients.len()];
+                let mut client = RawClient::login_as(io, creds, "app", 0, 0, 45, attrs).await;
+                let answer = client.query("SELECT 1").await;
+                assert_eq!(answer[answer.len() - 2], b"\x011");
+                drop(client);
+                // The first few find connections the last kind left.
+                if n >= 4 {
+                    times[i].push(started.elapsed());
+                }
             }
+            let after: u64 = root.query_first(CHANGES).await.unwrap().unwrap();
+            changes[i] += after - before;
         }
     }
     let median = |t: &mut Vec<Duration>| {
@@ -209,6 +251,45 @@ async fn attrs_cost() {
     let base = median(&mut times[0]);
     for (i, (name, _)) in kinds.iter().enumerate() {
         let m = median(&mut times[i]);
-        println!("{name}: median {m:.3} ms, {:.3}x none", m / base);
+        println!(
+            "{name}: median {m:.3} ms, {:.3}x none; COM_CHANGE_USER {} in 400 sessions",
+            m / base,
+            changes[i]
+        );
     }
+}
+
+/// Which is cheaper for giving a pooled connection other attributes: a
+/// `COM_CHANGE_USER` on it, or a new connection (what the gateway's pool
+/// runs on each: `SET NAMES utf8mb4`, `USE app`), straight to MariaDB's
+/// socket with mysql_async, interleaved, medians.
+/// `cargo test --test connect_attrs change_user_or_connect -- --ignored --nocapture`
+#[tokio::test]
+#[ignore = "a measurement"]
+async fn change_user_or_connect() {
+    let chain = chain().await;
+    let [direct, _] = both(&chain, None);
+    let opts: Opts = OptsBuilder::from_opts(direct)
+        .setup(vec!["SET NAMES utf8mb4".to_string(), "USE app".to_string()])
+        .into();
+    let mut kept = Conn::new(opts.clone()).await.unwrap();
+    let (mut change, mut connect) = (Vec::new(), Vec::new());
+    for _ in 0..300 {
+        let started = Instant::now();
+        kept.change_user(Default::default()).await.unwrap();
+        change.push(started.elapsed());
+        let started = Instant::now();
+        let conn = Conn::new(opts.clone()).await.unwrap();
+        connect.push(started.elapsed());
+        conn.disconnect().await.unwrap();
+    }
+    let median = |t: &mut Vec<Duration>| {
+        t.sort();
+        t[t.len() / 2].as_secs_f64() * 1e3
+    };
+    let (c, n) = (median(&mut change), median(&mut connect));
+    println!(
+        "COM_CHANGE_USER {c:.3} ms, new connection {n:.3} ms ({:.2}x)",
+        n / c
+    );
 }
