@@ -77,15 +77,6 @@ const EXPECTED: &[Expected] = &[
               client connection's cipher (the tls=skip-verify and custom TLS config runs, \
               #01 and #02 of each of the 3 DSNs)",
     },
-    Expected {
-        test: "TestConnectionAttributes",
-        count: 1,
-        direct: Outcome::Pass,
-        sidecar: Outcome::Fail,
-        why: "limit: the client's connection attributes stay at the sidecar, the psdb \
-              API has no field for them; performance_schema shows the gateway's pooled \
-              backend connection's (README, Known limits)",
-    },
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
