@@ -31,6 +31,11 @@
 //! reset once before its first session: the driver's connect-time `SELECT
 //! @@wait_timeout` would show in the session's `Com_select`.
 //!
+//! And its connection attributes are the last session's client's: a
+//! session whose client's differ gives it its own with `COM_CHANGE_USER`
+//! ([`super::connect_attrs`]; what each connection carries is remembered
+//! here).
+//!
 //! None of it costs a round trip on the common connect path (a reused
 //! connection): a thread id compare and two set lookups.
 

@@ -27,9 +27,11 @@
 //! the server wrote it, per result.
 //!
 //! And it gives the rows of the gateway's text results to the gateway
-//! itself rather than through its driver ([`RowTap`]), and puts a
+//! itself rather than through its driver ([`RowTap`]), puts a
 //! client's parameter types back into the driver's execute of a statement
-//! prepared at the backend ([`Retype`]).
+//! prepared at the backend ([`Retype`]), and gives a connection a
+//! session's connection attributes in the driver's `COM_CHANGE_USER`
+//! ([`Identify`], `attrs`).
 
 mod answers;
 mod attrs;
