@@ -427,4 +427,35 @@ mod tests {
         s.update(answer(""));
         assert!(s.reset().is_some(), "a real session is closed");
     }
+
+    #[test]
+    fn every_new_session_asks_for_the_clients_attributes() {
+        let options = NewSession {
+            found_rows: Some(false),
+            connect_attrs: Bytes::from_static(b"\x01k\x04caf\xe9"),
+            connect_attrs_collation: 8,
+            ..NewSession::default()
+        };
+        let asked = |s: &Session| {
+            let options = s
+                .cookie()
+                .unwrap()
+                .view()
+                .vitess_session
+                .clone()
+                .unwrap()
+                .options;
+            let options = options.unwrap();
+            (options.connect_attrs, options.connect_attrs_collation)
+        };
+        let want = (options.connect_attrs.clone(), 8);
+        let mut s = Session::in_database("app", options.clone());
+        assert_eq!(asked(&s), want);
+        s.update(answer("app"));
+        // A reset's new session asks again; the gateway's cookies never
+        // carry them.
+        assert!(s.reset().is_some());
+        assert_eq!(asked(&s), want);
+        assert_eq!(asked(&Session::new(options)), want);
+    }
 }
