@@ -67,15 +67,6 @@ const EXPECTED: &[Expected] = &[
         why: "limit: LOAD DATA LOCAL INFILE is refused with 1148, the client's file \
               cannot travel through the psdb API (README, Known limits)",
     },
-    Expected {
-        test: "TestConnectionAttributes",
-        count: 1,
-        direct: Outcome::Pass,
-        sidecar: Outcome::Fail,
-        why: "limit: the client's connection attributes stay at the sidecar, the psdb \
-              API has no field for them; performance_schema shows the gateway's pooled \
-              backend connection's (README, Known limits)",
-    },
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

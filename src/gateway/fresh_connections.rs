@@ -31,6 +31,11 @@
 //! reset once before its first session: the driver's connect-time `SELECT
 //! @@wait_timeout` would show in the session's `Com_select`.
 //!
+//! And its connection attributes are the last session's client's: a
+//! session whose client's differ gives it its own with `COM_CHANGE_USER`
+//! ([`super::connect_attrs`]; what each connection carries is remembered
+//! here).
+//!
 //! None of it costs a round trip on the common connect path (a reused
 //! connection): a thread id compare and two set lookups.
 
@@ -41,6 +46,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use mysql_async::Conn;
 
 use super::backend::BackendError;
+use super::connect_attrs::Carried;
 use crate::translate::sql_text::Dialect;
 use crate::translate::statement::{is_multi_statement, leading_keyword};
 
@@ -74,6 +80,9 @@ pub struct FreshConnections {
     /// account: one whose password changed or that was dropped since its
     /// connection opened is refused too, which says nothing of the others.
     no_change_user: Mutex<HashSet<String>>,
+    /// The connection attributes each connection carries: a session whose
+    /// client's differ re-identifies it (`super::connect_attrs`).
+    pub attrs: Carried,
 }
 
 impl FreshConnections {

@@ -8,6 +8,7 @@ mod auth;
 mod backend;
 mod backend_tls;
 mod binary;
+mod connect_attrs;
 mod error_text;
 mod extended_metadata;
 mod fresh_connections;

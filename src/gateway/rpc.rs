@@ -18,7 +18,8 @@ use crate::translate::{bind, session_track, statement};
 use super::auth::Account;
 use super::backend::{self, BackendError, Flow, JsonLookup, Outcome, ResultSink, Summary};
 use super::binary;
-use super::extended_metadata::ExtendedMetadata;
+use super::connect_attrs::ConnectAttrs;
+use super::extended_metadata::{ExtendedMetadata, Identify};
 use super::fresh_connections::{self, FreshConnections};
 use super::json_columns::JsonColumns;
 use super::packet_limit::BackendPacket;
@@ -760,7 +761,12 @@ impl Rpc {
             let clear_database = state.target.is_none() && account.database.is_none();
             let mut conn = tokio::time::timeout(
                 self.connect_timeout,
-                self.fresh_conn(&account.username, pool, clear_database),
+                self.fresh_conn(
+                    &account.username,
+                    pool,
+                    clear_database,
+                    state.connect_attrs.as_ref(),
+                ),
             )
             .await
             .map_err(|_| not_connected("timed out waiting for a backend connection"))?
@@ -813,15 +819,19 @@ impl Rpc {
     }
 
     /// A pooled connection opened after the last `SET GLOBAL` (older ones
-    /// are closed as they come up) and, with `clear_database`, without a
+    /// are closed as they come up), with `clear_database`, without a
     /// default database (`COM_CHANGE_USER` clears one a session left; a
     /// backend that refuses it, as vtgate does, gets such connections
-    /// closed instead).
+    /// closed instead), and carrying the client's connection attributes
+    /// `attrs` where the relay can give them (`connect_attrs`: the same
+    /// `COM_CHANGE_USER`, with the attributes written in by the relay; a
+    /// connection that already carries them is taken as it is).
     async fn fresh_conn(
         &self,
         account: &str,
         pool: &mysql_async::Pool,
         clear_database: bool,
+        attrs: Option<&ConnectAttrs>,
     ) -> Result<mysql_async::Conn, BackendError> {
         loop {
             let mut conn = pool.get_conn().await?;
@@ -829,25 +839,43 @@ impl Rpc {
                 tokio::spawn(conn.disconnect());
                 continue;
             }
-            if self.fresh.first_use(&conn) {
-                conn.reset().await?;
-            }
-            if !(self.fresh.take_moved(&conn) && clear_database) {
-                return Ok(conn);
-            }
-            if self.fresh.change_user_works(account) {
+            // A change of user resets the session too.
+            let first_use = self.fresh.first_use(&conn);
+            let clear = self.fresh.take_moved(&conn) && clear_database;
+            let follows = self.extended_metadata.can_identify(conn.id());
+            let reidentify = follows && !self.fresh.attrs.matches(conn.id(), attrs);
+            if (clear || reidentify) && self.fresh.change_user_works(account) {
+                // Each change of user carries the session's attributes (or
+                // none), whether or not it is made for them.
+                let identify = attrs.map(|a| Identify {
+                    block: a.block.clone(),
+                    collation: a.collation,
+                });
+                self.extended_metadata.identify(conn.id(), identify);
                 match conn.change_user(Default::default()).await {
-                    Ok(()) => return Ok(conn),
+                    Ok(()) => {
+                        self.fresh.attrs.set(conn.id(), attrs.filter(|_| follows));
+                        return Ok(conn);
+                    }
                     Err(mysql_async::Error::Server(e)) => {
+                        self.extended_metadata.identify(conn.id(), None);
                         warn!(
                             code = e.code,
                             user = account,
-                            "the backend refuses COM_CHANGE_USER: this credential's connections left in a database are closed instead"
+                            "the backend refuses COM_CHANGE_USER: this credential's connections left in a database are closed instead, and keep the connection attributes they have"
                         );
                         self.fresh.change_user_refused(account);
                     }
                     Err(e) => return Err(e.into()),
                 }
+            }
+            if !clear {
+                if first_use {
+                    conn.reset().await?;
+                }
+                // Where the attributes cannot be changed, the connection
+                // keeps those it has.
+                return Ok(conn);
             }
             tokio::spawn(conn.disconnect());
         }

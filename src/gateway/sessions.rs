@@ -22,6 +22,7 @@ use crate::api::pb::{self, VitessSession};
 use crate::api::{ApiError, Code};
 use crate::translate::sql_text::Dialect;
 
+use super::connect_attrs::ConnectAttrs;
 use super::session_state::{self, RELEASE_IDLE_CONNECTION_AFTER};
 use super::shares::{ConnectionPermit, SessionShares, SessionToken};
 
@@ -89,6 +90,11 @@ pub struct SessionState {
     /// Replayable session variables set by the client, as SQL literals:
     /// set again on every backend connection the session takes.
     pub replayed: BTreeMap<String, String>,
+    /// The client's connection attributes, which every backend connection
+    /// the session takes carries (`connect_attrs`), from the creating
+    /// request. Not in the cookie (it would ride on every request): a
+    /// session rebuilt from its cookie has none.
+    pub connect_attrs: Option<ConnectAttrs>,
 }
 
 impl SessionState {
@@ -260,12 +266,18 @@ impl Sessions {
             let target = asked
                 .map(|v| v.target_string.as_str())
                 .filter(|t| !t.is_empty());
+            let options = asked.and_then(|v| v.options.as_ref());
+            let connect_attrs = match options {
+                Some(options) => ConnectAttrs::of(options).map_err(Refusal::Api)?,
+                None => None,
+            };
             let mut lease = self.create(owner, new_id()).map_err(Refusal::Api)?;
             lease.state.target = target.map(str::to_string);
-            if let Some(options) = asked.and_then(|v| v.options.as_ref()) {
+            if let Some(options) = options {
                 lease.state.client_found_rows = options.client_found_rows;
                 lease.state.tracks_session_state = options.session_state_tracking;
             }
+            lease.state.connect_attrs = connect_attrs;
             return Ok(lease);
         };
         let id = &vitess.session_uuid;

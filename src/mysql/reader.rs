@@ -78,16 +78,35 @@ impl<'a> Reader<'a> {
         self.take(len)
     }
 
-    /// Connection attributes: a lenenc total length, then key/value pairs,
-    /// as the client's bytes (in its character set, not always UTF-8).
-    pub(crate) fn attrs(&mut self) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
-        let mut block = Reader(self.lenenc_bytes()?);
-        let mut attrs = Vec::new();
-        while !block.is_empty() {
-            let key = block.lenenc_bytes()?.to_vec();
-            let value = block.lenenc_bytes()?.to_vec();
-            attrs.push((key, value));
-        }
-        Some(attrs)
+    /// Connection attributes: a lenenc total length, then key/value pairs.
+    /// The block's bytes as the client sent them (in its character set,
+    /// not always UTF-8), unread: MariaDB keeps the block whole and reads
+    /// its pairs only when it shows them, so pairs that do not parse
+    /// refuse no login ([`attr_pairs`]). `None` when the length runs past
+    /// the packet or exceeds [`MAX_CONNECT_ATTRS`] (MariaDB's "Bad
+    /// handshake").
+    pub(crate) fn attrs(&mut self) -> Option<&'a [u8]> {
+        self.lenenc_bytes()
+            .filter(|block| block.len() <= MAX_CONNECT_ATTRS)
     }
+}
+
+/// The longest connection-attribute block MariaDB takes
+/// (`read_client_connect_attrs`: "impose an artificial length limit of
+/// 64k"); a longer one refuses the login or `COM_CHANGE_USER`.
+pub const MAX_CONNECT_ATTRS: usize = 65535;
+
+/// The key/value pairs of a connection-attribute block, up to the first
+/// that does not parse (as `performance_schema` shows them: the pairs
+/// before it).
+pub fn attr_pairs(block: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    let mut r = Reader(block);
+    std::iter::from_fn(move || {
+        if r.is_empty() {
+            return None;
+        }
+        let key = r.lenenc_bytes()?;
+        let value = r.lenenc_bytes()?;
+        Some((key, value))
+    })
 }

@@ -73,6 +73,8 @@ impl Connection {
             tracks_state: login
                 .capabilities
                 .contains(CapabilityFlags::CLIENT_SESSION_TRACK),
+            connect_attrs: login.attrs.clone().into(),
+            connect_attrs_collation: login.charset,
         };
         let mariadb =
             (shared.auth.read().expect("not poisoned").server_version).contains("MariaDB");
@@ -322,7 +324,9 @@ impl Connection {
                 };
                 // KILL ownership follows the connection's new user.
                 self.registration.logged_in(&login.user);
-                let old = self.core.user_changed(login.charset);
+                let old = self
+                    .core
+                    .user_changed(login.charset, login.attrs.clone().into());
                 // The old session under its own credential; the new user's
                 // sessions under the new user's (a server's change of user
                 // resets the session; so does the new credential's).

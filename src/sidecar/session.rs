@@ -51,7 +51,7 @@ pub struct Session {
 /// What a connection asks of each new upstream session, in its first
 /// request (only of a gateway that takes such requests: see
 /// `Shared::upstream_targets`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NewSession {
     /// The client's `CLIENT_FOUND_ROWS`: affected rows of an UPDATE count
     /// the rows matched, not only those changed. `None`: the server's
@@ -60,20 +60,27 @@ pub struct NewSession {
     /// The client reads session-state tracking (`CLIENT_SESSION_TRACK`):
     /// the gateway reports the system variables a statement sets.
     pub tracks_state: bool,
+    /// The client's connection-attribute block as it sent it (empty:
+    /// none), for the gateway to give the session's backend connections
+    /// (`ExecuteOptions.connect_attrs`), and the collation its handshake
+    /// (or `COM_CHANGE_USER`) named, in which the server reads it.
+    pub connect_attrs: Bytes,
+    pub connect_attrs_collation: u16,
 }
 
 impl Session {
     pub fn new(options: NewSession) -> Self {
-        let mut s = Self {
+        let request = options
+            .found_rows
+            .is_some()
+            .then(|| session_request(None, &options));
+        Self {
             autocommit: true,
+            requested: request.is_some(),
+            cookie: request,
             options,
             ..Self::default()
-        };
-        if options.found_rows.is_some() {
-            s.cookie = Some(session_request(None, options));
-            s.requested = true;
         }
-        s
     }
 
     /// A session whose first request asks the gateway to create it in
@@ -82,8 +89,9 @@ impl Session {
     /// the database back in the session it returns, or leaves it out if
     /// it could not select it.
     pub fn in_database(database: &str, options: NewSession) -> Self {
+        let request = session_request(Some(database), &options);
         let mut s = Self::new(options);
-        s.cookie = Some(session_request(Some(database), options));
+        s.cookie = Some(request);
         s.requested = true;
         s.asked_target = Some(database.to_string());
         s
@@ -113,7 +121,7 @@ impl Session {
     /// Takes the cookie (to close the session upstream) and starts over.
     /// A request for a database made no session yet: nothing to close.
     pub fn reset(&mut self) -> Option<RawSession> {
-        let fresh = Self::new(self.options);
+        let fresh = Self::new(self.options.clone());
         let old = std::mem::replace(self, fresh);
         old.cookie.filter(|_| !old.requested)
     }
@@ -278,18 +286,20 @@ impl Reported {
 /// the database to create one in: the gateway treats it as a request for
 /// a new session, like no session at all.
 pub fn target_request(database: &str) -> RawSession {
-    session_request(Some(database), NewSession::default())
+    session_request(Some(database), &NewSession::default())
 }
 
 /// A request for a new session: its database (`target_string`) and
 /// options (`options.client_found_rows`, as a Vitess session carries the
-/// client's flag).
-pub fn session_request(database: Option<&str>, new: NewSession) -> RawSession {
+/// client's flag; the client's connection attributes).
+pub fn session_request(database: Option<&str>, new: &NewSession) -> RawSession {
     let options = new
         .found_rows
         .map(|found_rows| pb::vitess::query::v22::ExecuteOptions {
             client_found_rows: found_rows,
             session_state_tracking: new.tracks_state,
+            connect_attrs: new.connect_attrs.clone(),
+            connect_attrs_collation: u32::from(new.connect_attrs_collation),
             ..Default::default()
         });
     let session = pb::Session {
@@ -412,9 +422,40 @@ mod tests {
             found_rows: Some(false),
             ..NewSession::default()
         };
-        assert!(Session::new(asking).reset().is_none());
+        assert!(Session::new(asking.clone()).reset().is_none());
         let mut s = Session::new(asking);
         s.update(answer(""));
         assert!(s.reset().is_some(), "a real session is closed");
+    }
+
+    #[test]
+    fn every_new_session_asks_for_the_clients_attributes() {
+        let options = NewSession {
+            found_rows: Some(false),
+            connect_attrs: Bytes::from_static(b"\x01k\x04caf\xe9"),
+            connect_attrs_collation: 8,
+            ..NewSession::default()
+        };
+        let asked = |s: &Session| {
+            let options = s
+                .cookie()
+                .unwrap()
+                .view()
+                .vitess_session
+                .clone()
+                .unwrap()
+                .options;
+            let options = options.unwrap();
+            (options.connect_attrs, options.connect_attrs_collation)
+        };
+        let want = (options.connect_attrs.clone(), 8);
+        let mut s = Session::in_database("app", options.clone());
+        assert_eq!(asked(&s), want);
+        s.update(answer("app"));
+        // A reset's new session asks again; the gateway's cookies never
+        // carry them.
+        assert!(s.reset().is_some());
+        assert_eq!(asked(&s), want);
+        assert_eq!(asked(&Session::new(options)), want);
     }
 }

@@ -18,6 +18,7 @@ const MULTI_RESULTS: u32 = 0x2_0000;
 const PS_MULTI_RESULTS: u32 = 0x4_0000;
 const PLUGIN_AUTH: u32 = 0x8_0000;
 const LONG_PASSWORD: u32 = 0x1;
+const CONNECT_ATTRS: u32 = 0x10_0000;
 /// CLIENT_DEPRECATE_EOF: result sets end with an OK-0xFE, not an EOF.
 pub const DEPRECATE_EOF: u32 = 0x100_0000;
 
@@ -119,11 +120,27 @@ impl RawClient {
     /// reserved bytes).
     pub async fn login_mariadb(
         io: Box<dyn Io>,
-        (user, password): (&str, &str),
+        creds: (&str, &str),
         db: &str,
         extra: u32,
         mariadb: u32,
     ) -> Self {
+        Self::login_as(io, creds, db, extra, mariadb, 45, None).await
+    }
+
+    /// As [`Self::login_mariadb`], in `collation`, sending `attrs` (a
+    /// connection-attribute block's content: length-encoded keys and
+    /// values, as the test writes it) under CLIENT_CONNECT_ATTRS.
+    pub async fn login_as(
+        io: Box<dyn Io>,
+        (user, password): (&str, &str),
+        db: &str,
+        extra: u32,
+        mariadb: u32,
+        collation: u8,
+        attrs: Option<&[u8]>,
+    ) -> Self {
+        let extra = extra | if attrs.is_some() { CONNECT_ATTRS } else { 0 };
         let mut c = Self {
             io,
             caps: PROTOCOL_41
@@ -144,7 +161,7 @@ impl RawClient {
         let mut body = Vec::new();
         body.extend_from_slice(&c.caps.to_le_bytes());
         body.extend_from_slice(&(16u32 << 20).to_le_bytes());
-        body.push(45);
+        body.push(collation);
         body.extend_from_slice(&[0; 19]);
         body.extend_from_slice(&mariadb.to_le_bytes());
         body.extend_from_slice(user.as_bytes());
@@ -155,6 +172,11 @@ impl RawClient {
         body.extend_from_slice(db.as_bytes());
         body.push(0);
         body.extend_from_slice(b"mysql_native_password\0");
+        if let Some(attrs) = attrs {
+            assert!(attrs.len() < 251, "a one-byte length");
+            body.push(attrs.len() as u8);
+            body.extend_from_slice(attrs);
+        }
         c.write(1, &body).await;
         let mut answer = c.read().await;
         if answer[0] == 0xfe {

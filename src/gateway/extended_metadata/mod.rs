@@ -27,11 +27,14 @@
 //! the server wrote it, per result.
 //!
 //! And it gives the rows of the gateway's text results to the gateway
-//! itself rather than through its driver ([`RowTap`]), and puts a
+//! itself rather than through its driver ([`RowTap`]), puts a
 //! client's parameter types back into the driver's execute of a statement
-//! prepared at the backend ([`Retype`]).
+//! prepared at the backend ([`Retype`]), and gives a connection a
+//! session's connection attributes in the driver's `COM_CHANGE_USER`
+//! ([`Identify`], `attrs`).
 
 mod answers;
+mod attrs;
 
 pub use answers::{Ending, MAX_PAYLOAD};
 mod relay;
@@ -39,6 +42,7 @@ mod retype;
 mod tap;
 mod wire;
 
+pub use attrs::Identify;
 pub use retype::{ParamType, Retype};
 pub use tap::{RowTap, Tapped};
 pub use wire::lenenc;
@@ -160,6 +164,23 @@ impl ExtendedMetadata {
     pub fn forget_retype(&self, id: u32) {
         if let Some(slot) = self.connections.slot(id) {
             slot.lock().expect("not poisoned").retype = None;
+        }
+    }
+
+    /// Whether the relay can give connection `id` a session's
+    /// attributes: it follows the connection and asked for
+    /// `CLIENT_CONNECT_ATTRS` ([`Self::identify`]).
+    pub fn can_identify(&self, id: u32) -> bool {
+        self.connections
+            .slot(id)
+            .is_some_and(|slot| slot.lock().expect("not poisoned").connect_attrs)
+    }
+
+    /// The attributes the driver's next `COM_CHANGE_USER` on connection
+    /// `id` carries (`None`: its own, none); set before it is sent.
+    pub fn identify(&self, id: u32, identify: Option<Identify>) {
+        if let Some(slot) = self.connections.slot(id) {
+            slot.lock().expect("not poisoned").identify = identify;
         }
     }
 

@@ -19,6 +19,7 @@ use tokio::task::AbortHandle;
 use tracing::{debug, warn};
 
 use super::answers::{Answers, Ending, Lost, MAX_PAYLOAD, Record};
+use super::attrs::{self, COM_CHANGE_USER, Identify};
 use super::retype::{COM_STMT_EXECUTE, COM_STMT_SEND_LONG_DATA, Retype, statement_id};
 use super::tap::Tapped;
 use super::wire;
@@ -123,6 +124,12 @@ pub struct Kept {
     /// The relay asked the server for `CLIENT_SESSION_TRACK`: each
     /// ending carries the server's session-state information.
     pub session_track: bool,
+    /// The relay asked for `CLIENT_CONNECT_ATTRS`: a `COM_CHANGE_USER`
+    /// can give the connection other attributes ([`Identify`]).
+    pub connect_attrs: bool,
+    /// The attributes the driver's next `COM_CHANGE_USER` carries, in
+    /// place of its own (none), taken by the relay when it comes.
+    pub identify: Option<Identify>,
 }
 
 impl Kept {
@@ -367,6 +374,7 @@ async fn relay(client: UnixStream, backend: &Backend, connections: &Connections)
         (Some(hello), Some(_)) => wire::ask_session_track(&mut response[4..], hello),
         _ => false,
     };
+    let connect_attrs = framing.is_some() && attrs::ask_connect_attrs(&mut response);
     server_write.write_all(&response).await?;
     let (Some(hello), Some(framing)) = (hello, framing) else {
         // Not a MariaDB that sends extended metadata, or a connection the
@@ -385,7 +393,11 @@ async fn relay(client: UnixStream, backend: &Backend, connections: &Connections)
 
     let id = hello.connection_id;
     let slot = connections.register(id);
-    slot.lock().expect("not poisoned").session_track = session_track;
+    {
+        let mut kept = slot.lock().expect("not poisoned");
+        kept.session_track = session_track;
+        kept.connect_attrs = connect_attrs;
+    }
     let ended = follow(
         framing,
         session_track,
@@ -429,16 +441,26 @@ async fn follow(
                 if !more? {
                     return Ok(());
                 }
-                // Set before the driver writes the execute it is for.
-                let pending = slot.lock().expect("not poisoned").retype.is_some();
+                // Set before the driver writes the execute (or change of
+                // user) it is for.
+                let (pending, identifying) = {
+                    let kept = slot.lock().expect("not poisoned");
+                    (kept.retype.is_some(), kept.identify.is_some())
+                };
                 loop {
                     let mut retype = |payload: &[u8]| retyped(slot, payload);
                     let retype = pending.then_some(&mut retype as &mut ApplyRetype<'_>);
-                    let run = client_bytes(from_client, &mut answers, retype);
+                    let mut identify = |payload: &[u8]| identified(slot, payload);
+                    let identify = identifying.then_some(&mut identify as &mut ApplyRetype<'_>);
+                    let mut replaced = None;
+                    let run = client_bytes(from_client, &mut answers, retype, identify, &mut replaced);
                     if std::mem::take(&mut answers.new_command) {
                         slot.lock().expect("not poisoned").command();
                     }
                     server_write.write_all(&from_client.buf[..run.out]).await?;
+                    if let Some(packet) = replaced {
+                        server_write.write_all(&packet).await?;
+                    }
                     from_client.buf.advance(run.used);
                     if run.used == 0 || from_client.buf.is_empty() {
                         break;
@@ -519,6 +541,13 @@ fn retyped(slot: &Slot, payload: &[u8]) -> Option<Vec<u8>> {
     retype.execute(payload)
 }
 
+/// The driver's `COM_CHANGE_USER` `payload` with the attributes the
+/// gateway asked for (taken: one change of user each), if any.
+fn identified(slot: &Slot, payload: &[u8]) -> Option<Vec<u8>> {
+    let identify = slot.lock().expect("not poisoned").identify.take()?;
+    attrs::change_user(payload, &identify)
+}
+
 /// Follows what the client sent, all of which is passed on as it is (a
 /// command's answer depends on its packet's header and first byte only),
 /// but for a COM_STMT_EXECUTE that the gateway asked to retype while one
@@ -527,11 +556,16 @@ fn retyped(slot: &Slot, payload: &[u8]) -> Option<Vec<u8>> {
 /// may go: `out` bytes of the `used` consumed (a rewritten packet ends
 /// it). A packet of the largest payload, which continues in the next, is
 /// never rewritten, nor an execute after COM_STMT_SEND_LONG_DATA (whose
-/// first byte `retype` gets), which lacks that parameter's value.
+/// first byte `retype` gets), which lacks that parameter's value. And a
+/// COM_CHANGE_USER while the gateway asks it to carry a session's
+/// attributes (`identify`): read whole, and its rewrite, longer, goes in
+/// `replaced`, to be written after the run (whose `used` covers it).
 fn client_bytes<R>(
     side: &mut Side<R>,
     answers: &mut Answers,
     mut retype: Option<&mut ApplyRetype<'_>>,
+    mut identify: Option<&mut ApplyRetype<'_>>,
+    replaced: &mut Option<Vec<u8>>,
 ) -> Run {
     let buf = &mut side.buf[..];
     let mut at = 0;
@@ -560,6 +594,33 @@ fn client_bytes<R>(
             None => return pass(at),
         };
         let total = 4 + len;
+        if let Some(identify) = identify
+            .as_mut()
+            .filter(|_| first == Some(COM_CHANGE_USER) && seq == 0 && len < MAX_PAYLOAD)
+        {
+            if buf.len() - at < total {
+                side.wanted = total;
+                return pass(at);
+            }
+            answers.client_head(seq, len, first);
+            if let Some(payload) = identify(&buf[at + 4..at + total])
+                && let Ok(new_len) = u32::try_from(payload.len())
+                && (new_len as usize) < MAX_PAYLOAD
+            {
+                let mut packet = Vec::with_capacity(4 + payload.len());
+                packet.extend_from_slice(&new_len.to_le_bytes()[..3]);
+                packet.push(seq);
+                packet.extend_from_slice(&payload);
+                *replaced = Some(packet);
+                return Run {
+                    to: To::Driver,
+                    out: at,
+                    used: at + total,
+                };
+            }
+            at += total;
+            continue;
+        }
         if first == Some(COM_STMT_SEND_LONG_DATA)
             && seq == 0
             && let Some(retype) = retype.as_mut()
@@ -1301,7 +1362,8 @@ mod tests {
                 side.buf.extend_from_slice(piece);
                 loop {
                     let mut apply = |p: &[u8]| pending.take()?.execute(p);
-                    let run = client_bytes(&mut side, &mut answers, Some(&mut apply));
+                    let run =
+                        client_bytes(&mut side, &mut answers, Some(&mut apply), None, &mut None);
                     sent.extend_from_slice(&side.buf[..run.out]);
                     side.buf.advance(run.used);
                     if run.used == 0 || side.buf.is_empty() {
@@ -1326,7 +1388,7 @@ mod tests {
             _ => pending.take()?.execute(p),
         };
         side.buf.extend_from_slice(&stream);
-        let run = client_bytes(&mut side, &mut answers, Some(&mut apply));
+        let run = client_bytes(&mut side, &mut answers, Some(&mut apply), None, &mut None);
         assert_eq!((run.out, run.used), (stream.len(), stream.len()));
         // Nothing pending: as it came.
         let mut side = Side::new(tokio::io::empty());
@@ -1335,13 +1397,13 @@ mod tests {
             cache_metadata: false,
         });
         side.buf.extend_from_slice(&stream);
-        let run = client_bytes(&mut side, &mut answers, None);
+        let run = client_bytes(&mut side, &mut answers, None, None, &mut None);
         assert_eq!((run.out, run.used), (stream.len(), stream.len()));
         // An execute's bytes in a continuation (sequence 1): passed on.
         let mut apply = |_: &[u8]| -> Option<Vec<u8>> { panic!("not an execute") };
         side.buf.clear();
         side.buf.extend_from_slice(&packet(1, &execute));
-        let run = client_bytes(&mut side, &mut answers, Some(&mut apply));
+        let run = client_bytes(&mut side, &mut answers, Some(&mut apply), None, &mut None);
         assert_eq!(run.used, 4 + execute.len());
     }
 }

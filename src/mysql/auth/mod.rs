@@ -38,6 +38,7 @@ use std::sync::Arc;
 use bytes::BufMut;
 
 use super::packet::{Packet, Packets};
+use super::reader::attr_pairs;
 use super::response;
 use super::response::ColumnStyle;
 use super::{CapabilityFlags, MariadbCapabilities, MysqlError, StatusFlags, server_capabilities};
@@ -100,7 +101,8 @@ struct Session {
     mariadb_capabilities: MariadbCapabilities,
     charset: u16,
     max_packet: u32,
-    attrs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The connection-attribute block as sent (empty: none).
+    attrs: Vec<u8>,
     using_password: bool,
 }
 
@@ -308,7 +310,7 @@ impl Handshake {
             mariadb_capabilities: hello.mariadb_capabilities & self.mariadb_capabilities(),
             charset: u16::from(hello.charset),
             max_packet: hello.max_packet,
-            attrs: hello.attrs.unwrap_or_default(),
+            attrs: hello.attrs.unwrap_or_default().to_vec(),
             using_password: !is_empty_response(hello.auth_response),
         };
         let plugin = self.plugin_for(hello.plugin);
@@ -353,8 +355,10 @@ impl Handshake {
         if let Some(charset) = req.charset {
             self.session.charset = charset;
         }
+        // As MariaDB: the new attributes replace the old, and a client
+        // that sends none keeps them.
         if let Some(attrs) = req.attrs {
-            self.session.attrs = attrs;
+            self.session.attrs = attrs.to_vec();
         }
         if caps.contains(CapabilityFlags::CLIENT_PLUGIN_AUTH) {
             // The response in the request was made for the old nonce and
@@ -461,10 +465,7 @@ impl Handshake {
     /// answer as the server it believes it talks to.
     fn connector_j_on_old_version(&self) -> bool {
         self.config.server_version.starts_with("5.5.5-")
-            && self
-                .session
-                .attrs
-                .iter()
+            && attr_pairs(&self.session.attrs)
                 .any(|(k, v)| k == b"_client_name" && v == b"MySQL Connector/J")
     }
 

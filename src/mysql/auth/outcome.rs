@@ -36,9 +36,11 @@ pub struct Authenticated {
     pub charset: u16,
     /// The client's max packet size.
     pub max_packet: u32,
-    /// Connection attributes (`_client_name`, `program_name`, …) in the
-    /// order the client sent them, as its bytes.
-    pub attrs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The connection-attribute block (`_client_name`, `program_name`, …:
+    /// length-encoded keys and values) exactly as the client sent it, in
+    /// its character set; empty if it sent none. Read its pairs with
+    /// [`attr_pairs`](crate::mysql::reader::attr_pairs).
+    pub attrs: Vec<u8>,
     /// The plugin that verified the password.
     pub plugin: Plugin,
     /// Whether the transport was TLS or a unix socket.

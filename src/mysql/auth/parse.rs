@@ -24,7 +24,7 @@ pub(super) struct HandshakeResponse<'a> {
     pub(super) database: Option<&'a [u8]>,
     /// `None` without `CLIENT_PLUGIN_AUTH`.
     pub(super) plugin: Option<&'a [u8]>,
-    pub(super) attrs: Option<Vec<(Vec<u8>, Vec<u8>)>>,
+    pub(super) attrs: Option<&'a [u8]>,
 }
 
 const BAD: AuthFailure = AuthFailure::BadHandshake("truncated handshake response");
@@ -87,7 +87,7 @@ pub(super) struct ChangeUser<'a> {
     pub(super) auth_response: &'a [u8],
     pub(super) database: &'a [u8],
     pub(super) charset: Option<u16>,
-    pub(super) attrs: Option<Vec<(Vec<u8>, Vec<u8>)>>,
+    pub(super) attrs: Option<&'a [u8]>,
 }
 
 /// COM_CHANGE_USER's body (after the command byte), laid out by the

@@ -213,7 +213,10 @@ fn native_login_and_session_fields() {
     assert!(!a.secure);
     let bytes = |s: &String| s.as_bytes().to_vec();
     let sent: HashMap<_, _> = attrs.iter().map(|(k, v)| (bytes(k), bytes(v))).collect();
-    assert_eq!(a.attrs.iter().cloned().collect::<HashMap<_, _>>(), sent);
+    let got: HashMap<_, _> = crate::mysql::reader::attr_pairs(&a.attrs)
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .collect();
+    assert_eq!(got, sent);
     let caps = a.capabilities;
     assert!(
         caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF | CapabilityFlags::CLIENT_PLUGIN_AUTH)
@@ -919,7 +922,7 @@ fn change_user_switches_with_a_fresh_nonce() {
         assert_eq!(a.user, "üser".as_bytes());
         assert_eq!(a.database.as_deref(), Some(&b"other"[..]));
         assert_eq!(a.charset, 33);
-        assert_eq!(a.attrs, vec![(b"a".to_vec(), b"b".to_vec())]);
+        assert_eq!(a.attrs, b"\x01a\x01b");
     }
 }
 
@@ -1091,4 +1094,54 @@ fn a_user_name_that_is_not_utf8_stays_its_bytes() {
     let second = done(login(&open, b"caf\xe8").0).user;
     assert_eq!(first, b"caf\xe9");
     assert_ne!(first, second);
+}
+
+/// The attribute block is kept as the client wrote it, pairs that do not
+/// parse included (MariaDB logs such a client in and shows what it can
+/// read); a block over MariaDB's 64 KiB, or one running past the packet,
+/// is a bad handshake, as there.
+#[test]
+fn attribute_blocks_are_kept_raw_and_bounded() {
+    let cfg = config(Some(USERS), Plugin::MysqlNativePassword, false);
+    let with_block = |nonce: &[u8], block: &[u8]| {
+        let scramble = scramble_native(nonce, b"s3cret").map(|s| s.to_vec());
+        let mut p = response(
+            "app",
+            scramble,
+            Some("db"),
+            Some(AuthPlugin::MysqlNativePassword),
+            None,
+        );
+        let caps = u32::from_le_bytes(p[..4].try_into().unwrap())
+            | CapabilityFlags::CLIENT_CONNECT_ATTRS.bits();
+        p[..4].copy_from_slice(&caps.to_le_bytes());
+        p.extend_from_slice(block);
+        p
+    };
+    // A value longer than what is left of the block.
+    let odd = b"\x09\x01k\x01v\x01j\x09sh";
+    let mut hs = Handshake::new(Arc::clone(&cfg), 1, false);
+    let (_, nonce) = greet(&mut hs);
+    let a = done(feed(&mut hs, 1, &with_block(&nonce, odd)).0);
+    assert_eq!(a.attrs, &odd[1..]);
+    let pairs: Vec<_> = crate::mysql::reader::attr_pairs(&a.attrs).collect();
+    assert_eq!(pairs, vec![(&b"k"[..], &b"v"[..])]);
+    // 65,535 bytes are taken, one more is not.
+    for (len, ok) in [(65_535usize, true), (65_536, false)] {
+        let mut block = vec![0xfd];
+        block.extend_from_slice(&(len as u32).to_le_bytes()[..3]);
+        block.resize(4 + len, b'x');
+        let mut hs = Handshake::new(Arc::clone(&cfg), 1, false);
+        let (_, nonce) = greet(&mut hs);
+        let (r, ps) = feed(&mut hs, 1, &with_block(&nonce, &block));
+        assert_eq!(r.is_ok(), ok, "{len}");
+        if !ok {
+            assert_err(&ps[0], 1043, "08S01", "Bad handshake");
+        }
+    }
+    // A block longer than the packet.
+    let mut hs = Handshake::new(Arc::clone(&cfg), 1, false);
+    let (_, nonce) = greet(&mut hs);
+    let (r, _) = feed(&mut hs, 1, &with_block(&nonce, b"\x09\x01k\x01v"));
+    assert!(matches!(r, Err(AuthFailure::BadHandshake(_))));
 }

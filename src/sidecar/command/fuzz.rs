@@ -452,7 +452,7 @@ fn drive(rng: &mut SmallRng, phase: &mut Phase, step: Step, out: &mut Packets, i
             phase.ok(out);
         }
         Step::ChangeUser { .. } => {
-            phase.user_changed(rng.random());
+            phase.user_changed(rng.random(), Bytes::new());
             ids.clear();
         }
         Step::Fetch { id, rows } => {

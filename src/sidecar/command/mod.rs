@@ -234,7 +234,7 @@ impl<S> CommandPhase<S> {
             multi_statements: login
                 .caps
                 .contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS),
-            session: Session::new(login.new_session),
+            session: Session::new(login.new_session.clone()),
             new_session: login.new_session,
             marked_ends: login.marked_ends,
             pending_error: None,
@@ -288,7 +288,7 @@ impl<S> CommandPhase<S> {
     /// Starts over in `database` (the login's): the first request asks
     /// the gateway to select it.
     pub fn start_in(&mut self, database: &str) {
-        self.session = Session::in_database(database, self.new_session);
+        self.session = Session::in_database(database, self.new_session.clone());
     }
 
     /// Whether a drain may close the connection between commands: not in
@@ -571,11 +571,17 @@ impl<S> CommandPhase<S> {
     /// After a successful `COM_CHANGE_USER` (whose OK is written) to a
     /// user with `collation`: the old session to close; the new user's
     /// database and collation follow as after a login.
-    pub fn user_changed(&mut self, collation: u16) -> Option<RawSession> {
+    pub fn user_changed(&mut self, collation: u16, connect_attrs: Bytes) -> Option<RawSession> {
         self.statements.clear();
         self.cursors.clear();
         self.collation = collation;
-        self.session.reset()
+        // The server reads the new attributes in the new collation; the
+        // next session carries them.
+        self.new_session.connect_attrs = connect_attrs;
+        self.new_session.connect_attrs_collation = collation;
+        let old = self.session.reset();
+        self.session = Session::new(self.new_session.clone());
+        old
     }
 
     /// The answer to `KILL` when `id` is none of the sidecar's

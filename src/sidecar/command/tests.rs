@@ -641,7 +641,10 @@ fn change_user_forgets_statements_and_closes_the_old_session() {
     let (step, _) = command(&mut p, &[0x11, b'u', 0]);
     assert!(matches!(step, Step::ChangeUser { .. }));
     assert!(!step.uses_session());
-    assert!(p.user_changed(8).is_some(), "the old session is closed");
+    assert!(
+        p.user_changed(8, Bytes::new()).is_some(),
+        "the old session is closed"
+    );
     let (_, out) = command(&mut p, &execute_payload(id, 0));
     assert_eq!(err_code(&out), 1243);
     // A reset now keeps the new user's collation.
