@@ -21,6 +21,7 @@ use super::binary;
 use super::extended_metadata::ExtendedMetadata;
 use super::fresh_connections::{self, FreshConnections};
 use super::json_columns::JsonColumns;
+use super::local_infile::{self, Asker, Loads};
 use super::packet_limit::BackendPacket;
 use super::session_reads;
 use super::session_state;
@@ -46,6 +47,8 @@ pub struct Rpc {
     pub backend_shares: Arc<super::shares::BackendShares>,
     /// Which pooled connections a new session must not get as they are.
     pub fresh: FreshConnections,
+    /// LOAD DATA LOCAL INFILE statements waiting for their client's file.
+    pub loads: Arc<Loads>,
 }
 
 /// What one statement produced, besides what went to the sink.
@@ -118,9 +121,19 @@ impl Rpc {
     pub async fn execute(
         &self,
         account: Arc<Account>,
-        request: pb::ExecuteRequest,
+        mut request: pb::ExecuteRequest,
     ) -> Result<pb::ExecuteResponse, ApiError> {
         let started = Instant::now();
+        if let Some(data) = request.local_infile_data.take() {
+            // A part of a file a running statement asked for: not a
+            // statement, and its session is that statement's.
+            let fed = self.loads.feed(&account.username, data).await;
+            return Ok(pb::ExecuteResponse {
+                session: request.session,
+                error: fed.err().map(|e| to_rpc_error(&e)),
+                ..Default::default()
+            });
+        }
         let mut lease = match self
             .lease_or_lost(&account, request.session.as_ref())
             .await?
@@ -161,6 +174,7 @@ impl Rpc {
             result: if error.is_some() { None } else { result },
             error,
             timing: started.elapsed().as_secs_f64(),
+            local_infile_request: None,
         })
     }
 
@@ -364,17 +378,14 @@ impl Rpc {
         };
         // For the log only: what runs is `sql`'s bytes.
         debug!(sql = %String::from_utf8_lossy(&sql), "execute");
-        if statement::is_load_local(&sql) {
-            // The backend would ask for a file the API cannot carry, and
-            // the driver would drop the connection: refuse it unrun, the
-            // session intact.
+        // The client of a stream that says it can send a file is asked
+        // for it when the backend asks (`local_infile`); others get the
+        // server's answer to a client that cannot, unrun.
+        let side = sink.side().filter(|_| request.local_infile);
+        if side.is_none() && statement::is_load_local(&sql) {
             return Ran {
                 outcome: None,
-                error: Some(to_rpc_error(&MysqlError {
-                    code: 1148,
-                    state: "42000".into(),
-                    message: "The used command is not allowed: LOAD DATA LOCAL INFILE cannot send a client's file through the gateway (use LOAD DATA INFILE on the database server, or INSERT)".into(),
-                })),
+                error: Some(to_rpc_error(&local_infile::disabled())),
             };
         }
         // mysql_async drops the connection rather than send a packet over
@@ -433,9 +444,17 @@ impl Rpc {
                 .ok()
             });
         let gone = sink.gone();
+        let asker = side.map(|side| Asker {
+            owner: account.username.clone(),
+            loads: self.loads.clone(),
+            side,
+            gone: Box::pin(sink.gone()),
+            pool: account.pool().clone(),
+            conn_id,
+        });
         let result = {
             let json = self.json(account);
-            let running = async {
+            let running = Asker::scope(asker, async {
                 match (all, params) {
                     (Some((client_sql, all)), Some(params)) => {
                         let literal = (&sql[..], params);
@@ -447,7 +466,7 @@ impl Rpc {
                     }
                     (_, None) => backend::run(conn, json, &sql, sink).await,
                 }
-            };
+            });
             tokio::pin!(running);
             let why = tokio::select! {
                 r = &mut running => Ok(r),

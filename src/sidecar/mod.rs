@@ -68,6 +68,8 @@ pub struct Shared {
     auth: RwLock<Arc<AuthConfig>>,
     tls: Option<TlsAcceptor>,
     max_packet: usize,
+    /// `sidecar.local_infile`: LOAD DATA LOCAL INFILE is carried.
+    local_infile: bool,
     /// What all client connections may hold together, and each one
     /// (`memory_total`, `memory_per_connection`).
     pub memory: Arc<budget::ProcessBudget>,
@@ -149,6 +151,7 @@ impl Sidecar {
             auth: RwLock::new(Arc::new(auth)),
             tls: front_tls,
             max_packet: config.max_allowed_packet,
+            local_infile: config.local_infile,
             memory: budget::ProcessBudget::new(config.memory_total),
             memory_per_connection: config.memory_per_connection,
             slots: Arc::new(Semaphore::new(config.max_connections)),

@@ -17,6 +17,7 @@
 
 mod cursors;
 mod execution;
+mod infile;
 mod statements;
 
 use std::collections::HashMap;
@@ -44,6 +45,7 @@ use super::session::{NewSession, Session};
 
 pub use cursors::FetchStep;
 pub use execution::{Execution, Flow};
+pub use infile::{PACKET_TIMEOUT, read_timeout};
 use statements::{LongDataLimits, Prepared, Statements};
 
 /// Whether the connection goes on after a command.
@@ -74,6 +76,10 @@ pub struct Execute {
     /// statement): its column EOFs' MORE_RESULTS
     /// (`ResultWriter::in_statements`).
     pub statements: Vec<Answers>,
+    /// The client can send a file the backend may ask for (`LOAD DATA
+    /// LOCAL INFILE`, also behind another statement): the request says
+    /// so (`ExecuteRequest.local_infile`).
+    pub local_infile: bool,
 }
 
 /// What a command needs done before its answer is complete.
@@ -182,6 +188,10 @@ pub struct CommandPhase<S> {
     /// backend account no longer logs in (see
     /// [`CommandPhase::take_account_refused`]).
     account_refused: bool,
+    /// The client's files are carried to the backend (`sidecar.local_infile`,
+    /// our gateway, and the client's `CLIENT_LOCAL_FILES`); else `LOAD DATA
+    /// LOCAL` gets the server's 4166, unrun.
+    local_infile: bool,
 }
 
 /// What a connection starts with, from its login.
@@ -194,6 +204,9 @@ pub struct Login {
     pub new_session: NewSession,
     /// See [`CommandPhase`]'s `marked_ends`.
     pub marked_ends: bool,
+    /// `sidecar.local_infile`: `LOAD DATA LOCAL INFILE` is carried (with
+    /// our gateway, to a client with `CLIENT_LOCAL_FILES`).
+    pub local_infile: bool,
 }
 
 impl Login {
@@ -212,7 +225,14 @@ impl Login {
             max_packet,
             new_session,
             marked_ends,
+            local_infile: false,
         }
+    }
+
+    /// See [`Login::local_infile`].
+    pub fn with_local_infile(mut self, on: bool) -> Self {
+        self.local_infile = on;
+        self
     }
 }
 
@@ -232,6 +252,9 @@ impl<S> CommandPhase<S> {
             session: Session::new(login.new_session),
             new_session: login.new_session,
             marked_ends: login.marked_ends,
+            local_infile: login.local_infile
+                && login.marked_ends
+                && login.caps.contains(CapabilityFlags::CLIENT_LOCAL_FILES),
             pending_error: None,
             account_refused: false,
             statements: Statements::default(),
@@ -354,6 +377,7 @@ impl<S> CommandPhase<S> {
                     prepared: false,
                     call_of: None,
                     statements: Vec::new(),
+                    local_infile: false,
                 })
             }
             Command::FieldList { table, .. } => Step::FieldList(quoted_statement(
@@ -453,6 +477,13 @@ impl<S> CommandPhase<S> {
             response::err(out, &refusal);
             return Step::Answered(Next::Continue);
         }
+        let load_local = statement::is_load_local(&sql);
+        if load_local && !self.local_infile {
+            // As a server with local_infile off (or to a client without
+            // CLIENT_LOCAL_FILES): refused before it runs.
+            response::err(out, &crate::translate::errors::local_infile_disabled());
+            return Step::Answered(Next::Continue);
+        }
         if statement::leading_keyword(&sql).is_some_and(|k| k.eq_ignore_ascii_case(b"USE")) {
             self.session.selects_database();
         }
@@ -474,6 +505,9 @@ impl<S> CommandPhase<S> {
         } else {
             Vec::new()
         };
+        // Also a multi-statement: LOAD DATA LOCAL may be behind another.
+        let local_infile = self.local_infile
+            && (load_local || statement::is_multi_statement(&sql, &self.dialect()));
         let statement = Execute {
             sql,
             binds: HashMap::new(),
@@ -482,6 +516,7 @@ impl<S> CommandPhase<S> {
             prepared: false,
             call_of,
             statements,
+            local_infile,
         };
         match kill {
             Some(kill) => Step::KillOrExecute {
@@ -524,6 +559,7 @@ impl<S> CommandPhase<S> {
             prepared,
             call_of,
             statements: Vec::new(),
+            local_infile: false,
         })
     }
 

@@ -1,0 +1,306 @@
+//! `LOAD DATA LOCAL INFILE` through sidecar → gateway → MariaDB, against
+//! the same statements on a direct connection to the same server: every
+//! packet of each answer with its sequence id (the server's 0xFB ask and
+//! its name byte for byte, then the statement's OK or ERR), and what the
+//! table holds afterwards.
+//!
+//! - `every_byte_value_loads_as_directly_h3` / `_h2`: a 5 MiB file with
+//!   every byte value in a BLOB column, sent in packets of several sizes
+//!   (one over the sidecar's 1 MiB part), under a name that is not ASCII.
+//! - `a_duplicate_key_mid_file_answers_as_directly`: the OK's figures and
+//!   info, and its warnings.
+//! - `a_statement_that_fails_first_never_asks`: unknown table, syntax
+//!   error: the error, and the client is never asked.
+//! - `a_client_without_local_files_gets_the_servers_refusal`.
+//! - `off_answers_as_a_server_with_local_infile_off`: `sidecar.local_infile
+//!   = false` (the default) against the server's own `local_infile = 0`.
+//! - `a_client_gone_mid_file_loads_nothing`: the client hangs up with part
+//!   of its file sent: nothing of it is loaded (directly, the server
+//!   aborts the statement), and other sessions and new ones go on.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::*;
+
+use common::sidecar::Chain;
+use myquic::config::TransportPreference;
+
+/// CLIENT_LOCAL_FILES.
+const LOCAL_FILES: u32 = 0x80;
+
+async fn chain(transport: TransportPreference, local_infile: bool) -> Chain {
+    Chain::start_with(|c| {
+        c.upstream.transport = transport;
+        c.local_infile = local_infile;
+    })
+    .await
+}
+
+/// The rows of `SELECT`, read directly (every packet).
+async fn table(chain: &Chain, sql: &str) -> Vec<Vec<u8>> {
+    let (mut direct, _) = chain.raw_clients(0).await;
+    direct.query(sql).await
+}
+
+/// `blob` escaped for LOAD DATA's defaults (fields by tab, lines by
+/// newline, escaped by backslash).
+fn escaped(blob: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(blob.len() + blob.len() / 64);
+    for &b in blob {
+        match b {
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            0 => out.extend_from_slice(b"\\0"),
+            b => out.push(b),
+        }
+    }
+    out
+}
+
+/// 40 rows of 128 KiB, every byte value in each (a simple generator:
+/// the same bytes each run).
+fn every_byte_file() -> (Vec<Vec<u8>>, Vec<u8>) {
+    let mut state = 0x2545_f491_u32;
+    let mut blobs = Vec::new();
+    let mut file = Vec::new();
+    for id in 0..40u32 {
+        let mut blob: Vec<u8> = (0..=255u8).collect();
+        while blob.len() < 128 << 10 {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            blob.push(state as u8);
+        }
+        file.extend_from_slice(format!("{id}\t").as_bytes());
+        file.extend_from_slice(&escaped(&blob));
+        file.push(b'\n');
+        blobs.push(blob);
+    }
+    (blobs, file)
+}
+
+/// The file in packets of several sizes: small, 64 KiB, and one of 2 MiB
+/// (over the sidecar's part).
+fn packets(file: &[u8]) -> Vec<&[u8]> {
+    let sizes = [1usize, 100, 65536, 2 << 20, 4096, 65536];
+    let mut out = Vec::new();
+    let mut at = 0;
+    let mut i = 0;
+    while at < file.len() {
+        let n = sizes[i % sizes.len()].min(file.len() - at);
+        out.push(&file[at..at + n]);
+        at += n;
+        i += 1;
+    }
+    out
+}
+
+async fn every_byte_value(transport: TransportPreference) {
+    let chain = chain(transport, true).await;
+    chain
+        .setup(&["CREATE TABLE blobs (id INT PRIMARY KEY, b LONGBLOB)"])
+        .await;
+    let (blobs, file) = every_byte_file();
+    assert!(file.len() > 5 << 20, "{}", file.len());
+    let parts = packets(&file);
+    let sql: &[u8] = b"LOAD DATA LOCAL INFILE '/nowhere/f\xc3\xa9 \xff.tsv' INTO TABLE blobs";
+    let (mut direct, mut via) = chain.raw_clients(LOCAL_FILES).await;
+    let answered_directly = direct.load_local(sql, &parts).await;
+    let rows_directly = table(&chain, "SELECT id, b FROM blobs ORDER BY id").await;
+    chain.setup(&["TRUNCATE blobs"]).await;
+    let answered_via = via.load_local(sql, &parts).await;
+    let rows_via = table(&chain, "SELECT id, b FROM blobs ORDER BY id").await;
+    assert_eq!(answered_directly[0].1[0], 0xfb, "{answered_directly:?}");
+    assert_eq!(&answered_directly[0].1[1..], b"/nowhere/f\xc3\xa9 \xff.tsv");
+    assert_eq!(answered_via, answered_directly);
+    assert!(rows_via == rows_directly, "the rows differ");
+    // And they are the file's.
+    let mut direct = chain.direct().await;
+    let loaded: Vec<(u32, Vec<u8>)> = direct
+        .query("SELECT id, b FROM blobs ORDER BY id")
+        .await
+        .unwrap();
+    assert_eq!(loaded.len(), blobs.len());
+    for ((id, b), blob) in loaded.iter().zip(&blobs) {
+        assert!(b == blob, "row {id} differs from the file");
+    }
+    // The connection goes on.
+    assert_eq!(via.query("SELECT 1").await, direct_select_1(&chain).await);
+}
+
+async fn direct_select_1(chain: &Chain) -> Vec<Vec<u8>> {
+    table(chain, "SELECT 1").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_byte_value_loads_as_directly_h3() {
+    every_byte_value(TransportPreference::Http3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_byte_value_loads_as_directly_h2() {
+    every_byte_value(TransportPreference::Http2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_key_mid_file_answers_as_directly() {
+    let chain = chain(TransportPreference::Auto, true).await;
+    chain
+        .setup(&["CREATE TABLE keyed (id INT PRIMARY KEY, v VARCHAR(20))"])
+        .await;
+    let mut file = Vec::new();
+    for id in 1..=2000 {
+        // Line 1500 repeats key 1000 (LOCAL: skipped with a warning).
+        let id = if id == 1500 { 1000 } else { id };
+        file.extend_from_slice(format!("{id}\tv{id}\n").as_bytes());
+    }
+    // A value too long for its column: a second warning.
+    file.extend_from_slice(b"3000\tabcdefghijklmnopqrstuvwxyz\n");
+    let parts = packets(&file);
+    let sql = b"LOAD DATA LOCAL INFILE 'keys.tsv' INTO TABLE keyed";
+    let (mut direct, mut via) = chain.raw_clients(LOCAL_FILES).await;
+    let answered_directly = direct.load_local(sql, &parts).await;
+    let warnings_directly = direct.query("SHOW WARNINGS").await;
+    let rows_directly = table(&chain, "SELECT * FROM keyed ORDER BY id").await;
+    chain.setup(&["TRUNCATE keyed"]).await;
+    let answered_via = via.load_local(sql, &parts).await;
+    let warnings_via = via.query("SHOW WARNINGS").await;
+    let rows_via = table(&chain, "SELECT * FROM keyed ORDER BY id").await;
+    assert_eq!(answered_directly.len(), 2, "{answered_directly:?}");
+    assert_eq!(answered_directly[1].1[0], 0, "an OK: {answered_directly:?}");
+    assert_eq!(answered_via, answered_directly);
+    assert_eq!(warnings_via, warnings_directly);
+    assert!(rows_via == rows_directly, "the rows differ");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_that_fails_first_never_asks() {
+    let chain = chain(TransportPreference::Auto, true).await;
+    let (mut direct, mut via) = chain.raw_clients(LOCAL_FILES).await;
+    for sql in [
+        &b"LOAD DATA LOCAL INFILE 'x.tsv' INTO TABLE nope"[..],
+        b"LOAD DATA LOCAL INFILE 'x.tsv' INTO TABLE",
+    ] {
+        let answered_directly = direct.load_local(sql, &[b"1\n"]).await;
+        let answered_via = via.load_local(sql, &[b"1\n"]).await;
+        assert_eq!(
+            answered_directly.len(),
+            1,
+            "never asked: {answered_directly:?}"
+        );
+        assert_eq!(answered_directly[0].1[0], 0xff);
+        assert_eq!(answered_via, answered_directly);
+    }
+    assert_eq!(via.query("SELECT 1").await, direct.query("SELECT 1").await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_without_local_files_gets_the_servers_refusal() {
+    let chain = chain(TransportPreference::Auto, true).await;
+    chain.setup(&["CREATE TABLE t (a INT)"]).await;
+    let (mut direct, mut via) = chain.raw_clients(0).await;
+    let sql = b"LOAD DATA LOCAL INFILE 'x.tsv' INTO TABLE t";
+    let answered_directly = direct.load_local(sql, &[b"1\n"]).await;
+    let answered_via = via.load_local(sql, &[b"1\n"]).await;
+    assert_eq!(answered_directly.len(), 1, "{answered_directly:?}");
+    assert_eq!(&answered_directly[0].1[..3], b"\xff\x46\x10", "4166");
+    assert_eq!(answered_via, answered_directly);
+    assert_eq!(via.query("SELECT 1").await, direct.query("SELECT 1").await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn off_answers_as_a_server_with_local_infile_off() {
+    let chain = chain(TransportPreference::Auto, false).await;
+    chain.setup(&["CREATE TABLE t (a INT)"]).await;
+    root(&chain, "SET GLOBAL local_infile = 0").await;
+    let (mut direct, mut via) = chain.raw_clients(LOCAL_FILES).await;
+    let sql = b"LOAD DATA LOCAL INFILE 'x.tsv' INTO TABLE t";
+    let answered_directly = direct.load_local(sql, &[b"1\n"]).await;
+    let answered_via = via.load_local(sql, &[b"1\n"]).await;
+    root(&chain, "SET GLOBAL local_infile = 1").await;
+    assert_eq!(&answered_directly[0].1[..3], b"\xff\x46\x10", "4166");
+    assert_eq!(answered_via, answered_directly);
+    assert_eq!(via.query("SELECT 1").await, direct.query("SELECT 1").await);
+    assert_eq!(count(&chain, "t").await, 0);
+}
+
+async fn root(chain: &Chain, sql: &str) {
+    let mut root = mysql_async::Conn::new(chain.stack.db.root_opts())
+        .await
+        .unwrap();
+    root.query_drop(sql).await.unwrap();
+    root.disconnect().await.unwrap();
+}
+
+async fn count(chain: &Chain, table: &str) -> u64 {
+    let mut direct = chain.direct().await;
+    let n = direct
+        .query_first(format!("SELECT COUNT(*) FROM {table}"))
+        .await
+        .unwrap()
+        .unwrap();
+    direct.disconnect().await.unwrap();
+    n
+}
+
+/// Waits (up to a minute) until no LOAD DATA runs at the server.
+async fn no_load_running(chain: &Chain) {
+    let mut direct = chain.direct().await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let running: u64 = direct
+            .query_first(
+                "SELECT COUNT(*) FROM information_schema.processlist WHERE info LIKE 'LOAD DATA%'",
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        if running == 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "a LOAD DATA still runs");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_gone_mid_file_loads_nothing() {
+    let chain = chain(TransportPreference::Auto, true).await;
+    chain
+        .setup(&["CREATE TABLE gone (id INT PRIMARY KEY, v VARCHAR(20))"])
+        .await;
+    let mut file = Vec::new();
+    for id in 1..=200_000 {
+        file.extend_from_slice(format!("{id}\tv{id}\n").as_bytes());
+    }
+    // Most of the file (several parts), never ended.
+    let parts = packets(&file[..file.len() - 10]);
+    let sql = b"LOAD DATA LOCAL INFILE 'gone.tsv' INTO TABLE gone";
+    // Another session through the sidecar, open meanwhile.
+    let mut other = chain.client().await;
+    other.query_drop("SET @mine = 42").await.unwrap();
+    for way in ["directly", "through the sidecar"] {
+        let (direct, via) = chain.raw_clients(LOCAL_FILES).await;
+        let mut client = if way == "directly" { direct } else { via };
+        let asked = client.load_local_ending(sql, &parts, false).await;
+        assert_eq!(asked[0].1[0], 0xfb, "{way}: {asked:?}");
+        drop(client);
+        no_load_running(&chain).await;
+        assert_eq!(count(&chain, "gone").await, 0, "{way}: nothing loaded");
+    }
+    // Other sessions go on, and new ones get healthy connections.
+    let mine: Option<u32> = other.query_first("SELECT @mine").await.unwrap();
+    assert_eq!(mine, Some(42));
+    for _ in 0..3 {
+        let mut fresh = chain.client().await;
+        let one: Option<u32> = fresh.query_first("SELECT 1").await.unwrap();
+        assert_eq!(one, Some(1));
+        fresh.disconnect().await.unwrap();
+    }
+    let (_, mut via) = chain.raw_clients(LOCAL_FILES).await;
+    let answered = via.load_local(sql, &[b"1\tafter\n"]).await;
+    assert_eq!(answered[1].1[0], 0, "a load after: {answered:?}");
+}
