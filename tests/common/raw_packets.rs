@@ -216,6 +216,19 @@ impl RawClient {
         packets
     }
 
+    /// COM_QUERY of a `LOAD DATA LOCAL INFILE` whose file's first packet
+    /// skips a sequence id: the server's ask, then its answer.
+    pub async fn load_local_out_of_order(&mut self, sql: &[u8], part: &[u8]) -> Vec<(u8, Vec<u8>)> {
+        let mut body = vec![0x03];
+        body.extend_from_slice(sql);
+        self.write(0, &body).await;
+        let (seq, first) = read_packet(&mut self.io).await;
+        let mut packets = vec![(seq, first)];
+        self.write(seq.wrapping_add(2), part).await;
+        packets.push(read_packet(&mut self.io).await);
+        packets
+    }
+
     /// COM_STMT_PREPARE: the statement id, the parameter count and every
     /// packet of the answer. `sql` is bytes in the connection's character
     /// set (which need not be UTF-8).
