@@ -23,6 +23,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
 use mysql_async::prelude::*;
 
 use common::sidecar::Chain;
@@ -326,4 +327,64 @@ async fn a_client_gone_mid_file_loads_nothing() {
     let (_, mut via) = chain.raw_clients(LOCAL_FILES).await;
     let answered = via.load_local(sql, &[b"1\tafter\n"]).await;
     assert_eq!(answered[1].1[0], 0, "a load after: {answered:?}");
+}
+
+/// How long a 32 MiB file takes to load directly and through the sidecar
+/// over each transport, mysql_async's own handler as the client, runs
+/// alternated (`cargo test --test local_infile load_time -- --ignored
+/// --nocapture`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement"]
+async fn load_time() {
+    let mut file = Vec::new();
+    let mut id = 0u32;
+    while file.len() < 32 << 20 {
+        id += 1;
+        file.extend_from_slice(format!("{id}\tsome text for row {id} of the file\n").as_bytes());
+    }
+    let file = bytes::Bytes::from(file);
+    let h3 = chain(TransportPreference::Http3, true).await;
+    let h2 = chain(TransportPreference::Http2, true).await;
+    for c in [&h3, &h2] {
+        c.setup(&["CREATE TABLE timed (id INT PRIMARY KEY, v VARCHAR(100))"])
+            .await;
+    }
+    let mut times: [Vec<Duration>; 3] = Default::default();
+    for _ in 0..3 {
+        for (way, times) in times.iter_mut().enumerate() {
+            let c = if way == 2 { &h2 } else { &h3 };
+            c.setup(&["TRUNCATE timed"]).await;
+            let mut conn = if way == 0 {
+                c.direct().await
+            } else {
+                c.client().await
+            };
+            let data = file.clone();
+            conn.set_infile_handler(async move {
+                let chunks: Vec<std::io::Result<bytes::Bytes>> = (0..data.len())
+                    .step_by(64 << 10)
+                    .map(|at| Ok(data.slice(at..(at + (64 << 10)).min(data.len()))))
+                    .collect();
+                Ok(futures_util::stream::iter(chunks).boxed())
+            });
+            let started = Instant::now();
+            conn.query_drop("LOAD DATA LOCAL INFILE 'timed.tsv' INTO TABLE timed")
+                .await
+                .unwrap();
+            times.push(started.elapsed());
+            assert_eq!(conn.affected_rows(), u64::from(id));
+            conn.disconnect().await.unwrap();
+        }
+    }
+    let median = |t: &mut Vec<Duration>| {
+        t.sort();
+        t[t.len() / 2]
+    };
+    let [direct, h3, h2] = &mut times;
+    let (direct, h3, h2) = (median(direct), median(h3), median(h2));
+    eprintln!(
+        "32 MiB ({id} rows): direct {direct:?}, sidecar h3 {h3:?} ({:.2}x), h2 {h2:?} ({:.2}x)",
+        h3.as_secs_f64() / direct.as_secs_f64(),
+        h2.as_secs_f64() / direct.as_secs_f64()
+    );
 }
