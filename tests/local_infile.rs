@@ -15,6 +15,8 @@
 //! - `off_answers_as_a_server_with_local_infile_off`: `sidecar.local_infile
 //!   = false` (the default) against the server's own `local_infile = 0`.
 //! - `a_packet_out_of_sequence_mid_file_loads_nothing`: the server's 1156.
+//! - `the_mariadb_client_loads_as_directly`: its whole output, with
+//!   `--local-infile=1` (also a file it cannot open) and `=0`.
 //! - `a_client_gone_mid_file_loads_nothing`: the client hangs up with part
 //!   of its file sent: nothing of it is loaded (directly, the server
 //!   aborts the statement), and other sessions and new ones go on.
@@ -210,6 +212,10 @@ async fn a_client_without_local_files_gets_the_servers_refusal() {
     assert_eq!(answered_directly.len(), 1, "{answered_directly:?}");
     assert_eq!(&answered_directly[0].1[..3], b"\xff\x46\x10", "4166");
     assert_eq!(answered_via, answered_directly);
+    // In the diagnostics area as directly.
+    for sql in ["SHOW WARNINGS", "SELECT @@error_count"] {
+        assert_eq!(via.query(sql).await, direct.query(sql).await, "{sql}");
+    }
     assert_eq!(via.query("SELECT 1").await, direct.query("SELECT 1").await);
 }
 
@@ -225,6 +231,10 @@ async fn off_answers_as_a_server_with_local_infile_off() {
     root(&chain, "SET GLOBAL local_infile = 1").await;
     assert_eq!(&answered_directly[0].1[..3], b"\xff\x46\x10", "4166");
     assert_eq!(answered_via, answered_directly);
+    // In the diagnostics area as directly.
+    for sql in ["SHOW WARNINGS", "SELECT @@error_count"] {
+        assert_eq!(via.query(sql).await, direct.query(sql).await, "{sql}");
+    }
     assert_eq!(via.query("SELECT 1").await, direct.query("SELECT 1").await);
     assert_eq!(count(&chain, "t").await, 0);
 }
@@ -268,6 +278,82 @@ async fn a_packet_out_of_sequence_mid_file_loads_nothing() {
     );
     assert_eq!(answered_via, answered_directly);
     assert_eq!(count(&chain, "t").await, 0);
+}
+
+/// The `mariadb` client with `--local-infile=1`: a file with a duplicate
+/// key, one it cannot open (it sends an empty file and reports its own
+/// error 2), one into an unknown table, and the statements after them, the
+/// same output directly and through the sidecar; with `--local-infile=0`
+/// (no CLIENT_LOCAL_FILES) the server's refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mariadb_client_loads_as_directly() {
+    let chain = chain(TransportPreference::Auto, true).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rows é.tsv");
+    std::fs::write(&path, b"1\tone\n2\ttwo\n1\tagain\n3\t\xff\xfe\n").unwrap();
+    let path = path.display().to_string();
+    let script = format!(
+        "CREATE TABLE cli (id INT PRIMARY KEY, v VARBINARY(10));
+         LOAD DATA LOCAL INFILE '{path}' INTO TABLE cli;
+         SHOW WARNINGS;
+         SELECT id, HEX(v) FROM cli ORDER BY id;
+         LOAD DATA LOCAL INFILE '{path}.missing' INTO TABLE cli;
+         LOAD DATA LOCAL INFILE '{path}' INTO TABLE nope;
+         SELECT COUNT(*) FROM cli;
+         DROP TABLE cli;"
+    );
+    let run = |local_infile: &'static str, args: Vec<String>| {
+        let script = script.clone();
+        async move {
+            let mut child = tokio::process::Command::new("mariadb")
+                .args(["--no-defaults", "--batch", "--force", "--verbose"])
+                .arg(local_infile)
+                .args(&args)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("the mariadb client runs");
+            use tokio::io::AsyncWriteExt;
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(script.as_bytes()).await.unwrap();
+            drop(stdin);
+            let output = child.wait_with_output().await.unwrap();
+            (
+                String::from_utf8_lossy(&output.stdout).into_owned(),
+                String::from_utf8_lossy(&output.stderr).into_owned(),
+            )
+        }
+    };
+    for local_infile in ["--local-infile=1", "--local-infile=0"] {
+        let via = run(
+            local_infile,
+            vec![
+                format!("--socket={}", chain.socket.display()),
+                format!("--user={}", common::LOCAL_USER),
+                format!("--password={}", common::LOCAL_PASSWORD),
+                "app".into(),
+            ],
+        )
+        .await;
+        let direct = run(
+            local_infile,
+            vec![
+                format!("--socket={}", chain.stack.db.socket.display()),
+                "--user=app".into(),
+                "--password=app-backend-pw".into(),
+                "app".into(),
+            ],
+        )
+        .await;
+        if local_infile == "--local-infile=1" {
+            assert!(direct.0.contains("Duplicate entry"), "{direct:?}");
+            assert!(direct.1.contains("ERROR 1146"), "{direct:?}");
+        } else {
+            assert!(direct.1.contains("ERROR 4166"), "{direct:?}");
+        }
+        assert_eq!(via, direct, "{local_infile}");
+    }
 }
 
 /// Waits (up to a minute) until no LOAD DATA runs at the server.

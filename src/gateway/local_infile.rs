@@ -46,6 +46,12 @@ pub use crate::translate::errors::local_infile_disabled as disabled;
 /// `net_read_timeout` waits for a direct client's next packet.
 pub const PART_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// What runs at the backend in place of a `LOAD DATA LOCAL` whose client
+/// may not send a file: the error the server answers such a client (4166,
+/// [`disabled`]), raised there so that `SHOW WARNINGS` and
+/// `@@error_count` show it as directly (tried on 10.11: the same row).
+pub const REFUSAL: &[u8] = b"SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 4166, MESSAGE_TEXT = 'The used command is not allowed because the MariaDB server or client has disabled the local infile capability'";
+
 /// How long the kill of an abandoned load's connection may take.
 const KILL_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -380,14 +380,20 @@ impl Rpc {
         debug!(sql = %String::from_utf8_lossy(&sql), "execute");
         // The client of a stream that says it can send a file is asked
         // for it when the backend asks (`local_infile`); others get the
-        // server's answer to a client that cannot, unrun.
+        // server's answer to a client that cannot, unrun — raised at the
+        // backend (`local_infile::REFUSAL`), so that its diagnostics area
+        // holds it as directly (`SHOW WARNINGS`, `@@error_count`).
         let side = sink.side().filter(|_| request.local_infile);
-        if side.is_none() && statement::is_load_local(&sql) {
-            return Ran {
-                outcome: None,
-                error: Some(to_rpc_error(&local_infile::disabled())),
-            };
-        }
+        let sql = match (&side, &params) {
+            (None, None) if statement::is_load_local(&sql) => local_infile::REFUSAL.into(),
+            (None, Some(_)) if statement::is_load_local(&sql) => {
+                return Ran {
+                    outcome: None,
+                    error: Some(to_rpc_error(&local_infile::disabled())),
+                };
+            }
+            _ => sql,
+        };
         // mysql_async drops the connection rather than send a packet over
         // the backend's max_allowed_packet: refuse it here, unrun.
         self.backend_packet

@@ -478,9 +478,11 @@ impl<S> CommandPhase<S> {
             return Step::Answered(Next::Continue);
         }
         let load_local = statement::is_load_local(&sql);
-        if load_local && !self.local_infile {
-            // As a server with local_infile off (or to a client without
-            // CLIENT_LOCAL_FILES): refused before it runs.
+        if load_local && !self.marked_ends {
+            // A psdb server that is not our gateway cannot carry the file
+            // (nor refuse it as a server): the answer of a server with
+            // local_infile off, unrun. Our gateway raises it at the
+            // backend, so that SHOW WARNINGS shows it as directly.
             response::err(out, &crate::translate::errors::local_infile_disabled());
             return Step::Answered(Next::Continue);
         }
