@@ -17,6 +17,8 @@
 //! - `a_packet_out_of_sequence_mid_file_loads_nothing`: the server's 1156.
 //! - `the_mariadb_client_loads_as_directly`: its whole output, with
 //!   `--local-infile=1` (also a file it cannot open) and `=0`.
+//! - `a_load_in_a_multi_statement`: first, as directly; behind another
+//!   statement's result, an empty file and the connection goes on.
 //! - `a_client_gone_mid_file_loads_nothing`: the client hangs up with part
 //!   of its file sent: nothing of it is loaded (directly, the server
 //!   aborts the statement), and other sessions and new ones go on.
@@ -354,6 +356,67 @@ async fn the_mariadb_client_loads_as_directly() {
         }
         assert_eq!(via, direct, "{local_infile}");
     }
+}
+
+/// The results of `sql`, a multi-statement, by mysql_async with its own
+/// handler sending "1\n2\n3\n", directly or through the sidecar.
+async fn multi(
+    chain: &Chain,
+    sql: &str,
+    directly: bool,
+) -> Vec<(Vec<Vec<mysql_async::Value>>, u64, String)> {
+    let mut conn = if directly {
+        chain.direct().await
+    } else {
+        chain.client().await
+    };
+    conn.set_infile_handler(async {
+        let parts = vec![
+            Ok(bytes::Bytes::from_static(b"1\n2\n")),
+            Ok(bytes::Bytes::from_static(b"3\n")),
+        ];
+        Ok(futures_util::stream::iter(parts).boxed())
+    });
+    let mut result = conn.query_iter(sql).await.unwrap();
+    let mut sets = Vec::new();
+    while !result.is_empty() {
+        let rows: Vec<mysql_async::Row> = result.collect().await.unwrap();
+        let rows = rows.into_iter().map(|r| r.unwrap()).collect();
+        sets.push((rows, result.affected_rows(), result.info().into_owned()));
+    }
+    drop(result);
+    conn.disconnect().await.unwrap();
+    sets
+}
+
+/// A LOAD DATA LOCAL first in a multi-statement: every result as
+/// directly. Behind another statement's result it is sent an empty file
+/// (README, Known limits): nothing loaded, the statements after it and
+/// the connection go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_in_a_multi_statement() {
+    let chain = chain(TransportPreference::Auto, true).await;
+    chain
+        .setup(&["CREATE TABLE multi (id INT PRIMARY KEY)"])
+        .await;
+    let first = "LOAD DATA LOCAL INFILE 'multi.tsv' INTO TABLE multi; SELECT COUNT(*) FROM multi";
+    chain.setup(&["TRUNCATE multi"]).await;
+    let directly = multi(&chain, first, true).await;
+    chain.setup(&["TRUNCATE multi"]).await;
+    let via = multi(&chain, first, false).await;
+    assert_eq!(directly.len(), 2, "{directly:?}");
+    assert_eq!(via, directly);
+    chain.setup(&["TRUNCATE multi"]).await;
+    let behind =
+        "SELECT 1; LOAD DATA LOCAL INFILE 'multi.tsv' INTO TABLE multi; SELECT COUNT(*) FROM multi";
+    let via = multi(&chain, behind, false).await;
+    assert_eq!(via.len(), 3, "{via:?}");
+    assert_eq!(
+        via[2].0,
+        vec![vec![mysql_async::Value::Bytes(b"0".to_vec())]],
+        "{via:?}"
+    );
+    assert_eq!(count(&chain, "multi").await, 0);
 }
 
 /// Waits (up to a minute) until no LOAD DATA runs at the server.

@@ -52,6 +52,10 @@ pub const PART_TIMEOUT: Duration = Duration::from_secs(30);
 /// `@@error_count` show it as directly (tried on 10.11: the same row).
 pub const REFUSAL: &[u8] = b"SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 4166, MESSAGE_TEXT = 'The used command is not allowed because the MariaDB server or client has disabled the local infile capability'";
 
+/// The size of a part as our sidecar sends them (its `PART_BYTES`): what
+/// a load's packets may grow the backend connection's network buffer to.
+pub const PART_HINT: usize = 1 << 20;
+
 /// How long the kill of an abandoned load's connection may take.
 const KILL_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -432,7 +432,14 @@ impl Rpc {
         // An over-estimate (the text, and every bound value as if it were
         // a parameter too): a connection it grows goes to no new session.
         let values: usize = request.bind_variables.values().map(|v| v.value.len()).sum();
-        self.fresh.sent(conn, sql.len() + values);
+        // A file's packets grow the buffer too (the driver sends each part
+        // the client sent as one packet; the sidecar's are 1 MiB).
+        let file = if side.is_some() && statement::is_load_local(&sql) {
+            local_infile::PART_HINT
+        } else {
+            0
+        };
+        self.fresh.sent(conn, sql.len() + values + file);
         // Where the relay follows the connection, it puts the client's
         // types back on every parameter: all stay parameters, so a result
         // column made of one is typed as directly (not as its literal).

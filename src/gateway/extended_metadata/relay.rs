@@ -434,7 +434,7 @@ async fn follow(
                 loop {
                     let mut retype = |payload: &[u8]| retyped(slot, payload);
                     let retype = pending.then_some(&mut retype as &mut ApplyRetype<'_>);
-                    let run = client_bytes(from_client, &mut answers, retype);
+                    let run = client_bytes(from_client, &mut answers, retype, diversion.shift);
                     if std::mem::take(&mut answers.new_command) {
                         slot.lock().expect("not poisoned").command();
                     }
@@ -528,10 +528,16 @@ fn retyped(slot: &Slot, payload: &[u8]) -> Option<Vec<u8>> {
 /// it). A packet of the largest payload, which continues in the next, is
 /// never rewritten, nor an execute after COM_STMT_SEND_LONG_DATA (whose
 /// first byte `retype` gets), which lacks that parameter's value.
+///
+/// A packet within a command (sequence id not 0: a LOCAL INFILE file's,
+/// after the server's 0xFB) is numbered up by `shift`, the packets of the
+/// answer that went to the gateway: the driver numbered it after the
+/// packets it saw, the server counts them all.
 fn client_bytes<R>(
     side: &mut Side<R>,
     answers: &mut Answers,
     mut retype: Option<&mut ApplyRetype<'_>>,
+    shift: u8,
 ) -> Run {
     let buf = &mut side.buf[..];
     let mut at = 0;
@@ -592,6 +598,9 @@ fn client_bytes<R>(
             continue;
         }
         answers.client_head(seq, len, first);
+        if seq != 0 && shift != 0 {
+            buf[at + 3] = seq.wrapping_add(shift);
+        }
         side.passing = total;
     }
 }
@@ -1301,7 +1310,7 @@ mod tests {
                 side.buf.extend_from_slice(piece);
                 loop {
                     let mut apply = |p: &[u8]| pending.take()?.execute(p);
-                    let run = client_bytes(&mut side, &mut answers, Some(&mut apply));
+                    let run = client_bytes(&mut side, &mut answers, Some(&mut apply), 0);
                     sent.extend_from_slice(&side.buf[..run.out]);
                     side.buf.advance(run.used);
                     if run.used == 0 || side.buf.is_empty() {
@@ -1326,7 +1335,7 @@ mod tests {
             _ => pending.take()?.execute(p),
         };
         side.buf.extend_from_slice(&stream);
-        let run = client_bytes(&mut side, &mut answers, Some(&mut apply));
+        let run = client_bytes(&mut side, &mut answers, Some(&mut apply), 0);
         assert_eq!((run.out, run.used), (stream.len(), stream.len()));
         // Nothing pending: as it came.
         let mut side = Side::new(tokio::io::empty());
@@ -1335,13 +1344,13 @@ mod tests {
             cache_metadata: false,
         });
         side.buf.extend_from_slice(&stream);
-        let run = client_bytes(&mut side, &mut answers, None);
+        let run = client_bytes(&mut side, &mut answers, None, 0);
         assert_eq!((run.out, run.used), (stream.len(), stream.len()));
         // An execute's bytes in a continuation (sequence 1): passed on.
         let mut apply = |_: &[u8]| -> Option<Vec<u8>> { panic!("not an execute") };
         side.buf.clear();
         side.buf.extend_from_slice(&packet(1, &execute));
-        let run = client_bytes(&mut side, &mut answers, Some(&mut apply));
+        let run = client_bytes(&mut side, &mut answers, Some(&mut apply), 0);
         assert_eq!(run.used, 4 + execute.len());
     }
 }

@@ -76,9 +76,9 @@ pub struct Execute {
     /// statement): its column EOFs' MORE_RESULTS
     /// (`ResultWriter::in_statements`).
     pub statements: Vec<Answers>,
-    /// The client can send a file the backend may ask for (`LOAD DATA
-    /// LOCAL INFILE`, also behind another statement): the request says
-    /// so (`ExecuteRequest.local_infile`).
+    /// The client can send a file the backend may ask for (a `LOAD DATA
+    /// LOCAL INFILE` first in the text): the request says so
+    /// (`ExecuteRequest.local_infile`).
     pub local_infile: bool,
 }
 
@@ -507,9 +507,12 @@ impl<S> CommandPhase<S> {
         } else {
             Vec::new()
         };
-        // Also a multi-statement: LOAD DATA LOCAL may be behind another.
-        let local_infile = self.local_infile
-            && (load_local || statement::is_multi_statement(&sql, &self.dialect()));
+        // Only a LOAD first in its text: one behind another statement's
+        // result set would be asked for before that result's end reached
+        // the gateway's stream (the driver reads the next result's first
+        // packet first), so the client would see 0xFB too early. It gets
+        // an empty file instead (README, Known limits).
+        let local_infile = self.local_infile && load_local;
         let statement = Execute {
             sql,
             binds: HashMap::new(),
