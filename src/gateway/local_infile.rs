@@ -302,3 +302,53 @@ async fn abandon(feeding: Feeding) -> Option<(std::io::Result<Bytes>, State)> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(load: &[u8], bytes: &'static [u8], end: bool) -> pb::LocalInfileData {
+        pb::LocalInfileData {
+            data: Bytes::from_static(bytes),
+            end,
+            abort: false,
+            load: Bytes::copy_from_slice(load),
+        }
+    }
+
+    /// A part is answered once taken; only the load's own credential can
+    /// feed it, and an aborted or unknown load refuses parts (2013).
+    #[tokio::test]
+    async fn parts_go_to_their_own_load_only() {
+        let loads = Arc::new(Loads::default());
+        let (tx, mut rx) = mpsc::channel(1);
+        let key = ("alice".to_string(), Bytes::from_static(b"id"));
+        loads.insert(key.clone(), tx);
+        let taker = tokio::spawn(async move {
+            let part = rx.recv().await.unwrap();
+            let _ = part.taken.send(());
+            (part.data, part.end)
+        });
+        loads
+            .feed("alice", data(b"id", b"1\n", true))
+            .await
+            .unwrap();
+        assert_eq!(taker.await.unwrap(), (Bytes::from_static(b"1\n"), true));
+        for (owner, load) in [("mallory", &b"id"[..]), ("alice", b"other")] {
+            let e = loads
+                .feed(owner, data(load, b"x", false))
+                .await
+                .unwrap_err();
+            assert_eq!(e.code, 2013, "{owner}");
+        }
+        let mut abort = data(b"id", b"", false);
+        abort.abort = true;
+        loads.feed("alice", abort).await.unwrap();
+        assert!(loads.sender(&key).is_none(), "an abort forgets the load");
+        let e = loads
+            .feed("alice", data(b"id", b"x", false))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, 2013);
+    }
+}
