@@ -38,6 +38,9 @@ pub struct Infile {
     next_seq: u8,
     /// The file's bytes not sent yet.
     part: BytesMut,
+    /// Most bytes per part: [`PART_BYTES`], less where the gateway takes
+    /// smaller requests.
+    part_bytes: usize,
     /// The client's empty packet came: the file is complete.
     ended: bool,
     /// The last part (with `end`) was handed out.
@@ -52,10 +55,16 @@ impl<S> CommandPhase<S> {
             buf.extend_from_slice(&[0xFB]);
             buf.extend_from_slice(&request.name);
         });
+        // A request's envelope and session take a few hundred bytes.
+        let part_bytes = match self.max_request {
+            0 => PART_BYTES,
+            max => PART_BYTES.min(max.saturating_sub(16 << 10).max(4 << 10)),
+        };
         Infile {
             load: request.load,
             next_seq: out.seq,
             part: BytesMut::new(),
+            part_bytes,
             ended: false,
             finished: false,
         }
@@ -93,8 +102,8 @@ impl Infile {
         if self.finished {
             return None;
         }
-        if self.part.len() >= PART_BYTES {
-            let data = self.part.split_to(PART_BYTES).freeze();
+        if self.part.len() >= self.part_bytes {
+            let data = self.part.split_to(self.part_bytes).freeze();
             return Some(self.data(data, false));
         }
         if self.ended {
@@ -163,6 +172,7 @@ mod tests {
             load: Bytes::from_static(b"id"),
             next_seq,
             part: BytesMut::new(),
+            part_bytes: PART_BYTES,
             ended: false,
             finished: false,
         }
@@ -191,6 +201,26 @@ mod tests {
         assert!(f.next_part().is_none() && f.is_finished());
         assert_eq!(f.answer_seq(), 5);
         assert_eq!(last.load, Bytes::from_static(b"id"));
+    }
+
+    /// 0xFB and the name's bytes, the next sequence id; parts no larger
+    /// than the gateway's requests allow.
+    #[test]
+    fn the_client_is_asked_as_a_server_asks() {
+        let mut p = crate::sidecar::command::tests::phase();
+        p.set_request_limit(24 << 10);
+        let mut out = Packets::reply_to(0);
+        let mut f = p.ask_for_file(
+            pb::LocalInfileRequest {
+                name: Bytes::from_static(b"f\xff.tsv"),
+                load: Bytes::from_static(b"id"),
+            },
+            &mut out,
+        );
+        assert_eq!(&out.buf[..], b"\x07\x00\x00\x01\xfbf\xff.tsv");
+        f.on_packet(packet(2, &[1u8; 10 << 10])).unwrap();
+        assert_eq!(f.next_part().unwrap().data.len(), 8 << 10);
+        assert!(f.next_part().is_none());
     }
 
     #[test]
