@@ -537,3 +537,61 @@ async fn load_time() {
         h2.as_secs_f64() / direct.as_secs_f64()
     );
 }
+
+/// The test process's peak resident memory (VmHWM), in KiB.
+fn peak_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// What a load holds does not grow with its file: the peak memory of
+/// this process (client, sidecar and gateway) after a 16 MiB file and
+/// after a 256 MiB one, each generated as it is sent (`cargo test --test
+/// local_infile memory_per_load -- --ignored --nocapture`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement"]
+async fn memory_per_load() {
+    let chain = chain(TransportPreference::Http3, true).await;
+    chain
+        .setup(&["CREATE TABLE big (id INT PRIMARY KEY, v VARCHAR(100)) ENGINE=InnoDB"])
+        .await;
+    let before = peak_kib();
+    let mut peaks = Vec::new();
+    for mib in [16usize, 256] {
+        chain.setup(&["TRUNCATE big"]).await;
+        let mut conn = chain.client().await;
+        conn.set_infile_handler(async move {
+            // 64 KiB chunks of lines, made as the driver asks for them.
+            let chunks = futures_util::stream::iter(0..mib * 16).map(|chunk| {
+                let mut data = Vec::with_capacity(65 << 10);
+                let mut line = chunk * 4000;
+                while data.len() < 64 << 10 {
+                    line += 1;
+                    data.extend_from_slice(
+                        format!("{line}\tsome text for row {line}\n").as_bytes(),
+                    );
+                }
+                Ok(bytes::Bytes::from(data))
+            });
+            Ok(chunks.boxed())
+        });
+        let started = Instant::now();
+        conn.query_drop("LOAD DATA LOCAL INFILE 'big.tsv' INTO TABLE big")
+            .await
+            .unwrap();
+        let rows = conn.affected_rows();
+        conn.disconnect().await.unwrap();
+        peaks.push(peak_kib());
+        eprintln!(
+            "{mib} MiB ({rows} rows) in {:?}: peak {} KiB (+{} KiB over the start)",
+            started.elapsed(),
+            peak_kib(),
+            peak_kib() - before
+        );
+    }
+    eprintln!(
+        "the 256 MiB file raised the peak by {} KiB over the 16 MiB one's",
+        peaks[1] - peaks[0]
+    );
+}
