@@ -7,6 +7,7 @@
 //! - `every_byte_value_loads_as_directly_h3` / `_h2`: a 5 MiB file with
 //!   every byte value in a BLOB column, sent in packets of several sizes
 //!   (one over the sidecar's 1 MiB part), under a name that is not ASCII.
+//!   `_unrelayed`: the same without the gateway's relay.
 //! - `a_duplicate_key_mid_file_answers_as_directly`: the OK's figures and
 //!   info, and its warnings.
 //! - `a_statement_that_fails_first_never_asks`: unknown table, syntax
@@ -105,7 +106,10 @@ fn packets(file: &[u8]) -> Vec<&[u8]> {
 }
 
 async fn every_byte_value(transport: TransportPreference) {
-    let chain = chain(transport, true).await;
+    every_byte_value_on(chain(transport, true).await).await;
+}
+
+async fn every_byte_value_on(chain: Chain) {
     chain
         .setup(&["CREATE TABLE blobs (id INT PRIMARY KEY, b LONGBLOB)"])
         .await;
@@ -149,6 +153,21 @@ async fn every_byte_value_loads_as_directly_h3() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_byte_value_loads_as_directly_h2() {
     every_byte_value(TransportPreference::Http2).await;
+}
+
+/// Without the gateway's relay (as over TLS, or to a remote backend): the
+/// driver reads the server itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_byte_value_loads_as_directly_unrelayed() {
+    let stack = common::Stack::start_with(|c| c.backend.relay_extended_metadata = false).await;
+    let chain = Chain::launch_on(stack, |c| c.local_infile = true).await;
+    // The version the sidecar greets with, learned at start.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !chain.sidecar.server_version().contains("MariaDB") {
+        assert!(Instant::now() < deadline, "the sidecar learns the version");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    every_byte_value_on(chain).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
