@@ -758,10 +758,11 @@ async fn a_client_gone_inside_a_transaction_releases_its_locks_at_once() {
     assert_eq!(v, 2, "the departed client's update was rolled back");
 }
 
-/// `LOAD DATA LOCAL INFILE` would make the backend ask for a client file
-/// the API cannot carry (and the gateway's driver would drop the
-/// connection): it is refused with 1148 before it runs, and the client's
-/// connection and session go on.
+/// `LOAD DATA LOCAL INFILE` with `sidecar.local_infile` off (the
+/// default): refused before it runs as by a server with `local_infile`
+/// off (4166), and the client's connection and session go on
+/// (`tests/local_infile.rs` compares it with such a server, and carries
+/// the file when it is on).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_data_local_is_refused_and_the_connection_goes_on() {
     let chain = Chain::start().await;
@@ -776,7 +777,7 @@ async fn load_data_local_is_refused_and_the_connection_goes_on() {
     ] {
         match via.query_drop(sql).await {
             Err(mysql_async::Error::Server(e)) => {
-                assert_eq!((e.code, e.state.as_str()), (1148, "42000"), "{sql}: {e:?}")
+                assert_eq!((e.code, e.state.as_str()), (4166, "HY000"), "{sql}: {e:?}")
             }
             other => panic!("{sql}: {other:?}"),
         }

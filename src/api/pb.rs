@@ -45,7 +45,8 @@ pub mod vitess {
 
 pub use psdb::v1alpha1::{
     CloseSessionRequest, CloseSessionResponse, CreateSessionRequest, CreateSessionResponse,
-    ExecuteRequest, ExecuteResponse, PrepareRequest, PrepareResponse, Session, User,
+    ExecuteRequest, ExecuteResponse, LocalInfileData, LocalInfileRequest, PrepareRequest,
+    PrepareResponse, Session, User,
 };
 pub use vitess::query::v22::{BindVariable, Field, QueryResult, QueryWarning, Row, Type, Value};
 pub use vitess::vtgate::v22::Session as VitessSession;

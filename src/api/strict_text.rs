@@ -182,6 +182,7 @@ mod tests {
                 code: 3,
             }),
             timing: 0.0,
+            local_infile_request: None,
         }
     }
 

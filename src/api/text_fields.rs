@@ -148,6 +148,10 @@ impl<'de> serde::Deserialize<'de> for ExecuteRequest {
             query: r.query,
             bind_variables: r.bind_variables,
             prepared: r.prepared,
+            // A file cannot travel in the JSON form: such a statement
+            // gets the server's answer to a client that cannot send one.
+            local_infile: false,
+            local_infile_data: None,
         })
     }
 }

@@ -20,6 +20,10 @@ pub struct Streamed {
     pub result: Option<ResultView>,
     #[prost(message, optional, tag = "3")]
     pub error: Option<pb::RpcError>,
+    /// The backend asks for the client's file (our gateway's extension,
+    /// to a request that said `local_infile`).
+    #[prost(message, optional, tag = "1012")]
+    pub local_infile_request: Option<pb::LocalInfileRequest>,
 }
 
 impl From<pb::ExecuteResponse> for Streamed {
@@ -28,6 +32,7 @@ impl From<pb::ExecuteResponse> for Streamed {
         Self {
             result: message.result.map(ResultView::from),
             error: message.error,
+            local_infile_request: message.local_infile_request,
         }
     }
 }
@@ -115,6 +120,11 @@ mod tests {
                 ..Default::default()
             }),
             timing: 0.0,
+            // The gateway's ask for a file, with a name that is not UTF-8.
+            local_infile_request: Some(pb::LocalInfileRequest {
+                name: b"f\xff.tsv".to_vec().into(),
+                load: b"id".to_vec().into(),
+            }),
         };
         let decoded = decode_without_session(full.encode_to_vec().into()).unwrap();
         assert_eq!(decoded, Streamed::from(full));

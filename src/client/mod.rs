@@ -182,7 +182,7 @@ impl Client {
         query: impl Into<bytes::Bytes>,
         bind_variables: HashMap<String, pb::BindVariable>,
     ) -> Result<Reply<pb::ExecuteResponse>, CallError> {
-        let body = execute_body(session, query.into(), bind_variables, false);
+        let body = execute_body(session, query.into(), bind_variables, false, false);
         let prepared = self
             .inner
             .wire
@@ -212,7 +212,29 @@ impl Client {
         bind_variables: HashMap<String, pb::BindVariable>,
         prepared: bool,
     ) -> Result<ExecuteStream, CallError> {
-        let body = execute_body(session, query.into(), bind_variables, prepared);
+        self.stream_execute_with(session, query, bind_variables, prepared, false)
+            .await
+    }
+
+    /// [`Client::stream_execute_as`], saying whether the caller can send a
+    /// file the backend asks for (`ExecuteRequest.local_infile`): then a
+    /// `LOAD DATA LOCAL INFILE` streams a `local_infile_request` and waits
+    /// for the file ([`Client::local_infile_data`]).
+    pub async fn stream_execute_with(
+        &self,
+        session: Option<&RawSession>,
+        query: impl Into<bytes::Bytes>,
+        bind_variables: HashMap<String, pb::BindVariable>,
+        prepared: bool,
+        local_infile: bool,
+    ) -> Result<ExecuteStream, CallError> {
+        let body = execute_body(
+            session,
+            query.into(),
+            bind_variables,
+            prepared,
+            local_infile,
+        );
         let prepared = self
             .inner
             .wire
@@ -240,6 +262,25 @@ impl Client {
             "StreamExecute opened"
         );
         stream
+    }
+
+    /// A part of the file a running `LOAD DATA LOCAL INFILE` asked for
+    /// (`local_infile_data`): answered once the gateway has taken it.
+    pub async fn local_infile_data(
+        &self,
+        session: Option<&RawSession>,
+        data: pb::LocalInfileData,
+    ) -> Result<Reply<pb::ExecuteResponse>, CallError> {
+        let request = pb::ExecuteRequest {
+            local_infile_data: Some(data),
+            ..Default::default()
+        };
+        let body = encode_with_session(session, &request);
+        let prepared = self
+            .inner
+            .wire
+            .unary(Method::Execute, body, &self.credential);
+        self.unary(prepared, SESSION_FIELD).await
     }
 
     /// `Prepare`: the columns and parameter count of `query`, without
@@ -354,12 +395,15 @@ fn execute_body(
     query: bytes::Bytes,
     bind_variables: HashMap<String, pb::BindVariable>,
     prepared: bool,
+    local_infile: bool,
 ) -> bytes::Bytes {
     let request = pb::ExecuteRequest {
         session: None,
         query,
         bind_variables,
         prepared,
+        local_infile,
+        local_infile_data: None,
     };
     encode_with_session(session, &request)
 }

@@ -147,6 +147,11 @@ pub struct SidecarFlags {
     /// or the token itself in MYQUIC_SIDECAR_ADMIN_QUIT_TOKEN.
     #[arg(long)]
     pub admin_quit_token_file: Option<PathBuf>,
+    /// Carry LOAD DATA LOCAL INFILE (true) or refuse it as a server
+    /// with --local-infile=0 does (false) [sidecar.local_infile;
+    /// env MYQUIC_SIDECAR_LOCAL_INFILE].
+    #[arg(long)]
+    pub local_infile: Option<bool>,
 }
 
 /// A list of codec names, comma-separated, or `none` for the empty list
@@ -251,11 +256,13 @@ impl Flags for SidecarFlags {
             upstream_tcp_congestion: env.parse("MYQUIC_SIDECAR_UPSTREAM_TCP_CONGESTION")?,
             admin_listen: env.parse("MYQUIC_SIDECAR_ADMIN_LISTEN")?,
             admin_quit_token_file: env.parse("MYQUIC_SIDECAR_ADMIN_QUIT_TOKEN_FILE")?,
+            local_infile: env.parse("MYQUIC_SIDECAR_LOCAL_INFILE")?,
         })
     }
 
     fn apply(&self, config: &mut SidecarConfig) {
         set(&mut config.listen, self.listen);
+        set(&mut config.local_infile, self.local_infile);
         set_some(&mut config.socket, self.socket.clone());
         let up = &mut config.upstream;
         set(&mut up.url, self.upstream_url.clone());

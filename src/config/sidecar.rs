@@ -54,6 +54,12 @@ pub struct SidecarConfig {
     /// 1041 (out of resources), and the connection goes on (after a packet
     /// that could not be read: 1041 and a close).
     pub memory_total: usize,
+    /// Carry `LOAD DATA LOCAL INFILE`: the client is asked for its file
+    /// when the backend asks for it (our gateway only). Off, as servers
+    /// ship `local_infile` (MySQL's default; MariaDB's is on), such a
+    /// statement gets what a server run with `--local-infile=0` answers
+    /// (4166), unrun.
+    pub local_infile: bool,
     /// Authentication of local clients.
     pub auth: AuthConfig,
     /// TLS for clients that ask for it (a generated certificate unless
@@ -180,6 +186,7 @@ impl Default for SidecarConfig {
             max_allowed_packet: 64 << 20,
             memory_per_connection: 64 << 20,
             memory_total: 512 << 20,
+            local_infile: false,
             auth: AuthConfig::default(),
             tls: FrontTls::default(),
             upstream: UpstreamConfig::default(),
@@ -398,6 +405,11 @@ mod tests {
             defaults.max_connections_logging_in
         );
         assert_eq!(example.worker_threads, defaults.worker_threads);
+        assert_eq!(example.local_infile, defaults.local_infile);
+        let text = include_str!("../../config.example.toml")
+            .replace("local_infile = false", "local_infile = true");
+        let file = crate::config::ConfigFile::parse(&text).expect("parses with local_infile");
+        assert!(file.sidecar.local_infile);
         assert!(!example.auth.allow_any_user_on_network);
         let text = include_str!("../../config.example.toml")
             .replace("# allow_any_user_on_network", "allow_any_user_on_network");

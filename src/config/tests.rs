@@ -253,6 +253,15 @@ fn sidecar_precedence() {
             shown: ["-", "/file.sock", "/env.sock", "/flag.sock"],
         },
         Key {
+            // A bool has two values: each layer sets the other one.
+            flag: "local-infile",
+            file: "[sidecar]\nlocal_infile = true",
+            env: "false",
+            arg: "true",
+            get: |c| c.local_infile.to_string(),
+            shown: ["false", "true", "false", "true"],
+        },
+        Key {
             flag: "upstream-url",
             file: "[sidecar.upstream]\nurl = \"https://file.example\"",
             env: "https://env.example",

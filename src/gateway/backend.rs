@@ -106,6 +106,9 @@ pub fn pool(
         .setup(setup)
         // Nothing stays prepared at the backend (`statement_shapes`).
         .stmt_cache_size(0)
+        // LOAD DATA LOCAL INFILE: the file of the statement's client
+        // (`local_infile`), asked for when the backend asks.
+        .local_infile_handler(Some(super::local_infile::handler))
         // The client's own limit, as libmariadb's: mysql_async otherwise
         // takes the server's session value as its limit for packets both
         // ways, and a connection opened after `SET GLOBAL
@@ -191,6 +194,12 @@ pub trait ResultSink: Send {
     /// away), so the statement can be stopped at the backend.
     fn gone(&self) -> impl Future<Output = ()> + Send + 'static {
         std::future::pending()
+    }
+    /// Where a message can go while the driver holds the sink, for a
+    /// statement whose client can send a file (`local_infile`): only a
+    /// stream's.
+    fn side(&self) -> Option<super::local_infile::Side> {
+        None
     }
 }
 

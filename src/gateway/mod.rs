@@ -14,6 +14,7 @@ mod extended_metadata;
 mod fresh_connections;
 mod health;
 mod json_columns;
+mod local_infile;
 pub mod packet_limit;
 pub mod retained_memory;
 mod rpc;
@@ -124,6 +125,7 @@ impl Gateway {
                 backend_packet: Default::default(),
                 backend_shares: backend_shares.clone(),
                 fresh: Default::default(),
+                loads: Default::default(),
             },
             in_flight: service::in_flight_gauge(),
             request_body_timeout: config.timeouts.request_body,

@@ -22,6 +22,7 @@ use super::connect_attrs::ConnectAttrs;
 use super::extended_metadata::{ExtendedMetadata, Identify};
 use super::fresh_connections::{self, FreshConnections};
 use super::json_columns::JsonColumns;
+use super::local_infile::{self, Asker, Loads};
 use super::packet_limit::BackendPacket;
 use super::session_reads;
 use super::session_state;
@@ -47,6 +48,8 @@ pub struct Rpc {
     pub backend_shares: Arc<super::shares::BackendShares>,
     /// Which pooled connections a new session must not get as they are.
     pub fresh: FreshConnections,
+    /// LOAD DATA LOCAL INFILE statements waiting for their client's file.
+    pub loads: Arc<Loads>,
 }
 
 /// What one statement produced, besides what went to the sink.
@@ -119,9 +122,19 @@ impl Rpc {
     pub async fn execute(
         &self,
         account: Arc<Account>,
-        request: pb::ExecuteRequest,
+        mut request: pb::ExecuteRequest,
     ) -> Result<pb::ExecuteResponse, ApiError> {
         let started = Instant::now();
+        if let Some(data) = request.local_infile_data.take() {
+            // A part of a file a running statement asked for: not a
+            // statement, and its session is that statement's.
+            let fed = self.loads.feed(&account.username, data).await;
+            return Ok(pb::ExecuteResponse {
+                session: request.session,
+                error: fed.err().map(|e| to_rpc_error(&e)),
+                ..Default::default()
+            });
+        }
         let mut lease = match self
             .lease_or_lost(&account, request.session.as_ref())
             .await?
@@ -162,6 +175,7 @@ impl Rpc {
             result: if error.is_some() { None } else { result },
             error,
             timing: started.elapsed().as_secs_f64(),
+            local_infile_request: None,
         })
     }
 
@@ -365,19 +379,22 @@ impl Rpc {
         };
         // For the log only: what runs is `sql`'s bytes.
         debug!(sql = %String::from_utf8_lossy(&sql), "execute");
-        if statement::is_load_local(&sql) {
-            // The backend would ask for a file the API cannot carry, and
-            // the driver would drop the connection: refuse it unrun, the
-            // session intact.
-            return Ran {
-                outcome: None,
-                error: Some(to_rpc_error(&MysqlError {
-                    code: 1148,
-                    state: "42000".into(),
-                    message: "The used command is not allowed: LOAD DATA LOCAL INFILE cannot send a client's file through the gateway (use LOAD DATA INFILE on the database server, or INSERT)".into(),
-                })),
-            };
-        }
+        // The client of a stream that says it can send a file is asked
+        // for it when the backend asks (`local_infile`); others get the
+        // server's answer to a client that cannot, unrun — raised at the
+        // backend (`local_infile::REFUSAL`), so that its diagnostics area
+        // holds it as directly (`SHOW WARNINGS`, `@@error_count`).
+        let side = sink.side().filter(|_| request.local_infile);
+        let sql = match (&side, &params) {
+            (None, None) if statement::is_load_local(&sql) => local_infile::REFUSAL.into(),
+            (None, Some(_)) if statement::is_load_local(&sql) => {
+                return Ran {
+                    outcome: None,
+                    error: Some(to_rpc_error(&local_infile::disabled())),
+                };
+            }
+            _ => sql,
+        };
         // mysql_async drops the connection rather than send a packet over
         // the backend's max_allowed_packet: refuse it here, unrun.
         self.backend_packet
@@ -416,7 +433,14 @@ impl Rpc {
         // An over-estimate (the text, and every bound value as if it were
         // a parameter too): a connection it grows goes to no new session.
         let values: usize = request.bind_variables.values().map(|v| v.value.len()).sum();
-        self.fresh.sent(conn, sql.len() + values);
+        // A file's packets grow the buffer too (the driver sends each part
+        // the client sent as one packet; the sidecar's are 1 MiB).
+        let file = if side.is_some() && statement::is_load_local(&sql) {
+            local_infile::PART_HINT
+        } else {
+            0
+        };
+        self.fresh.sent(conn, sql.len() + values + file);
         // Where the relay follows the connection, it puts the client's
         // types back on every parameter: all stay parameters, so a result
         // column made of one is typed as directly (not as its literal).
@@ -434,9 +458,17 @@ impl Rpc {
                 .ok()
             });
         let gone = sink.gone();
+        let asker = side.map(|side| Asker {
+            owner: account.username.clone(),
+            loads: self.loads.clone(),
+            side,
+            gone: Box::pin(sink.gone()),
+            pool: account.pool().clone(),
+            conn_id,
+        });
         let result = {
             let json = self.json(account);
-            let running = async {
+            let running = Asker::scope(asker, async {
                 match (all, params) {
                     (Some((client_sql, all)), Some(params)) => {
                         let literal = (&sql[..], params);
@@ -448,7 +480,7 @@ impl Rpc {
                     }
                     (_, None) => backend::run(conn, json, &sql, sink).await,
                 }
-            };
+            });
             tokio::pin!(running);
             let why = tokio::select! {
                 r = &mut running => Ok(r),

@@ -267,6 +267,14 @@ impl ResultSink for StreamSink {
         async move { tx.closed().await }
     }
 
+    fn side(&self) -> Option<super::local_infile::Side> {
+        Some(super::local_infile::Side {
+            codec: self.codec,
+            encoding: self.encoding,
+            tx: self.tx.clone(),
+        })
+    }
+
     async fn row(&mut self, row: &dyn Cells) -> Flow {
         if self.closed {
             return Flow::Discard;

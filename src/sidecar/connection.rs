@@ -81,13 +81,16 @@ impl Connection {
         let budget = shared.memory.connection(shared.memory_per_connection);
         let mut io = io;
         io.charge_to(&budget);
-        let core = CommandPhase::new(command::Login::new(
-            login,
-            mariadb,
-            shared.max_packet,
-            new_session,
-            shared.client.is_myquic_gateway(),
-        ))
+        let core = CommandPhase::new(
+            command::Login::new(
+                login,
+                mariadb,
+                shared.max_packet,
+                new_session,
+                shared.client.is_myquic_gateway(),
+            )
+            .with_local_infile(shared.local_infile),
+        )
         .with_budget(budget)
         .with_connection_status(match io.tls() {
             Some(negotiated) => {
@@ -563,6 +566,7 @@ impl Connection {
             prepared,
             call_of,
             statements,
+            local_infile,
         } = statement;
         let mut exec = self
             .core
@@ -578,9 +582,13 @@ impl Connection {
         // the statement would run on at the backend.
         let cancelled = handle.cancel_query.notified();
         tokio::pin!(cancelled);
-        let opening =
-            self.upstream
-                .stream_execute_as(self.core.session().cookie(), sql, binds, prepared);
+        let opening = self.upstream.stream_execute_with(
+            self.core.session().cookie(),
+            sql,
+            binds,
+            prepared,
+            local_infile,
+        );
         // The head may take as long as the statement's first rows (a
         // gateway may send them together): a KILL meanwhile drops the
         // request, which cancels the statement upstream as below.
@@ -633,6 +641,13 @@ impl Connection {
                     Flow::More => {}
                     Flow::Stop => break,
                     Flow::Cursor(new) => return self.core.open_cursor(new, stream),
+                    Flow::Infile(request) => {
+                        if let Err(next) = self.send_file(request, out).await {
+                            // Dropping the stream cancels the statement
+                            // upstream (the load was abandoned first).
+                            return next;
+                        }
+                    }
                 },
                 Ok(None) => break,
                 Err(e) => return self.core.execution_failed(exec, &e, out),
@@ -654,6 +669,85 @@ impl Connection {
         }
         let next = self.core.finish_execution(exec, out);
         if hung_up { Next::Close } else { next }
+    }
+
+    /// The backend asks for the client's file: asks the client, and sends
+    /// what it sends to the gateway a part at a time (each once the last
+    /// is taken), up to the client's empty packet; the statement's answer
+    /// then follows in its stream. A client that goes away, breaks the
+    /// protocol or stalls mid-file has the load abandoned (the gateway
+    /// kills it, never ends the file: nothing of it is loaded) and the
+    /// connection closes, after the server's error where it would send one.
+    async fn send_file(
+        &mut self,
+        request: crate::api::pb::LocalInfileRequest,
+        out: &mut Packets,
+    ) -> Result<(), Next> {
+        let mut infile = self.core.ask_for_file(request, out);
+        let handle = self.registration.handle.clone();
+        let written = async {
+            self.io.write(out).await?;
+            self.io.flush().await
+        };
+        let mut failed = written.await.err().map(|_| None);
+        while failed.is_none() {
+            let packet = tokio::select! {
+                biased;
+                () = handle.kill.notified() => Err(None),
+                read = tokio::time::timeout(command::PACKET_TIMEOUT, self.io.read()) => match read {
+                    Err(_) => Err(Some(command::read_timeout())),
+                    Ok(Ok(packet)) => Ok(packet),
+                    // A packet over max_allowed_packet or the budget: the
+                    // server's error and a close; gone: nothing.
+                    Ok(Err(IoError::Packet(e))) => Err(Some(errors::packet_too_large(&e))),
+                    Ok(Err(IoError::OverBudget(e))) => Err(Some(e.process_refused())),
+                    Ok(Err(_)) => Err(None),
+                },
+            };
+            let packet = match packet {
+                Ok(packet) => packet,
+                Err(error) => {
+                    failed = Some(error);
+                    break;
+                }
+            };
+            if let Err(e) = infile.on_packet(packet) {
+                failed = Some(Some(e));
+                break;
+            }
+            while let Some(part) = infile.next_part() {
+                let sent = self
+                    .upstream
+                    .local_infile_data(self.core.session().cookie(), part)
+                    .await;
+                if let Ok(reply) = &sent
+                    && reply.message.error.is_none()
+                {
+                    continue;
+                }
+                // The load is gone upstream (its statement's stream says
+                // why): the rest of the file cannot be sent.
+                tracing::warn!(
+                    ?sent,
+                    "a part of a LOAD DATA LOCAL INFILE file was not taken"
+                );
+                return Err(Next::Close);
+            }
+            if infile.is_finished() {
+                out.seq = infile.answer_seq();
+                return Ok(());
+            }
+        }
+        let _ = self
+            .upstream
+            .local_infile_data(self.core.session().cookie(), infile.abort())
+            .await;
+        if let Some(Some(error)) = failed {
+            out.seq = infile.answer_seq();
+            response::err(out, &error);
+            let _ = self.io.write(out).await;
+        }
+        Err(Next::Close)
     }
 
     /// Open cursors hold the session's stream: before a command that

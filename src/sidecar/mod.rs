@@ -71,6 +71,8 @@ pub struct Shared {
     /// What that TLS offers (status variables say it).
     offered_tls: OfferedTls,
     max_packet: usize,
+    /// `sidecar.local_infile`: LOAD DATA LOCAL INFILE is carried.
+    local_infile: bool,
     /// What all client connections may hold together, and each one
     /// (`memory_total`, `memory_per_connection`).
     pub memory: Arc<budget::ProcessBudget>,
@@ -156,6 +158,7 @@ impl Sidecar {
                 .unwrap_or_default(),
             tls: front_tls.map(|f| f.acceptor),
             max_packet: config.max_allowed_packet,
+            local_infile: config.local_infile,
             memory: budget::ProcessBudget::new(config.memory_total),
             memory_per_connection: config.memory_per_connection,
             slots: Arc::new(Semaphore::new(config.max_connections)),

@@ -10,6 +10,18 @@ use bytes::Bytes;
 use crate::api::pb::{RpcError, VtCode};
 use crate::mysql::MysqlError;
 
+/// The answer to `LOAD DATA LOCAL INFILE` whose client may not send a
+/// file: MariaDB's own, for a server run with `--local-infile=0` or a
+/// client without `CLIENT_LOCAL_FILES` (ER_LOCAL_INFILE_DISABLED, tried on
+/// 10.11; the statement is not run).
+pub fn local_infile_disabled() -> MysqlError {
+    MysqlError {
+        code: 4166,
+        state: "HY000".into(),
+        message: "The used command is not allowed because the MariaDB server or client has disabled the local infile capability".into(),
+    }
+}
+
 /// Renders a MySQL error the way vttablet does.
 pub fn to_rpc_error(err: &MysqlError) -> RpcError {
     let suffix = format!(" (errno {}) (sqlstate {})", err.code, err.state);

@@ -201,6 +201,56 @@ impl RawClient {
         self.read_results().await
     }
 
+    /// COM_QUERY of a `LOAD DATA LOCAL INFILE`: every packet of the
+    /// answer with its sequence id. When the server asks for the file
+    /// (0xFB), `file` goes as one packet per part (sequence ids following
+    /// the ask), then the empty packet that ends it.
+    pub async fn load_local(&mut self, sql: &[u8], file: &[&[u8]]) -> Vec<(u8, Vec<u8>)> {
+        self.load_local_ending(sql, file, true).await
+    }
+
+    /// As [`Self::load_local`]; without `end`, the file is left unended
+    /// and nothing more is read (the caller then hangs up).
+    pub async fn load_local_ending(
+        &mut self,
+        sql: &[u8],
+        file: &[&[u8]],
+        end: bool,
+    ) -> Vec<(u8, Vec<u8>)> {
+        let mut body = vec![0x03];
+        body.extend_from_slice(sql);
+        self.write(0, &body).await;
+        let (seq, first) = read_packet(&mut self.io).await;
+        let mut packets = vec![(seq, first.clone())];
+        if first[0] != 0xfb {
+            return packets;
+        }
+        let mut seq = seq;
+        for part in file {
+            seq = seq.wrapping_add(1);
+            self.write(seq, part).await;
+        }
+        if !end {
+            return packets;
+        }
+        self.write(seq.wrapping_add(1), b"").await;
+        packets.push(read_packet(&mut self.io).await);
+        packets
+    }
+
+    /// COM_QUERY of a `LOAD DATA LOCAL INFILE` whose file's first packet
+    /// skips a sequence id: the server's ask, then its answer.
+    pub async fn load_local_out_of_order(&mut self, sql: &[u8], part: &[u8]) -> Vec<(u8, Vec<u8>)> {
+        let mut body = vec![0x03];
+        body.extend_from_slice(sql);
+        self.write(0, &body).await;
+        let (seq, first) = read_packet(&mut self.io).await;
+        let mut packets = vec![(seq, first)];
+        self.write(seq.wrapping_add(2), part).await;
+        packets.push(read_packet(&mut self.io).await);
+        packets
+    }
+
     /// COM_STMT_PREPARE: the statement id, the parameter count and every
     /// packet of the answer. `sql` is bytes in the connection's character
     /// set (which need not be UTF-8).

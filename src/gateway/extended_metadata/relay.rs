@@ -453,7 +453,14 @@ async fn follow(
                     let mut identify = |payload: &[u8]| identified(slot, payload);
                     let identify = identifying.then_some(&mut identify as &mut ApplyRetype<'_>);
                     let mut replaced = None;
-                    let run = client_bytes(from_client, &mut answers, retype, identify, &mut replaced);
+                    let run = client_bytes(
+                        from_client,
+                        &mut answers,
+                        retype,
+                        identify,
+                        &mut replaced,
+                        diversion.shift,
+                    );
                     if std::mem::take(&mut answers.new_command) {
                         slot.lock().expect("not poisoned").command();
                     }
@@ -560,12 +567,18 @@ fn identified(slot: &Slot, payload: &[u8]) -> Option<Vec<u8>> {
 /// COM_CHANGE_USER while the gateway asks it to carry a session's
 /// attributes (`identify`): read whole, and its rewrite, longer, goes in
 /// `replaced`, to be written after the run (whose `used` covers it).
+///
+/// A packet within a command (sequence id not 0: a LOCAL INFILE file's,
+/// after the server's 0xFB) is numbered up by `shift`, the packets of the
+/// answer that went to the gateway: the driver numbered it after the
+/// packets it saw, the server counts them all.
 fn client_bytes<R>(
     side: &mut Side<R>,
     answers: &mut Answers,
     mut retype: Option<&mut ApplyRetype<'_>>,
     mut identify: Option<&mut ApplyRetype<'_>>,
     replaced: &mut Option<Vec<u8>>,
+    shift: u8,
 ) -> Run {
     let buf = &mut side.buf[..];
     let mut at = 0;
@@ -653,6 +666,9 @@ fn client_bytes<R>(
             continue;
         }
         answers.client_head(seq, len, first);
+        if seq != 0 && shift != 0 {
+            buf[at + 3] = seq.wrapping_add(shift);
+        }
         side.passing = total;
     }
 }
@@ -1362,8 +1378,14 @@ mod tests {
                 side.buf.extend_from_slice(piece);
                 loop {
                     let mut apply = |p: &[u8]| pending.take()?.execute(p);
-                    let run =
-                        client_bytes(&mut side, &mut answers, Some(&mut apply), None, &mut None);
+                    let run = client_bytes(
+                        &mut side,
+                        &mut answers,
+                        Some(&mut apply),
+                        None,
+                        &mut None,
+                        0,
+                    );
                     sent.extend_from_slice(&side.buf[..run.out]);
                     side.buf.advance(run.used);
                     if run.used == 0 || side.buf.is_empty() {
@@ -1388,7 +1410,14 @@ mod tests {
             _ => pending.take()?.execute(p),
         };
         side.buf.extend_from_slice(&stream);
-        let run = client_bytes(&mut side, &mut answers, Some(&mut apply), None, &mut None);
+        let run = client_bytes(
+            &mut side,
+            &mut answers,
+            Some(&mut apply),
+            None,
+            &mut None,
+            0,
+        );
         assert_eq!((run.out, run.used), (stream.len(), stream.len()));
         // Nothing pending: as it came.
         let mut side = Side::new(tokio::io::empty());
@@ -1397,13 +1426,20 @@ mod tests {
             cache_metadata: false,
         });
         side.buf.extend_from_slice(&stream);
-        let run = client_bytes(&mut side, &mut answers, None, None, &mut None);
+        let run = client_bytes(&mut side, &mut answers, None, None, &mut None, 0);
         assert_eq!((run.out, run.used), (stream.len(), stream.len()));
         // An execute's bytes in a continuation (sequence 1): passed on.
         let mut apply = |_: &[u8]| -> Option<Vec<u8>> { panic!("not an execute") };
         side.buf.clear();
         side.buf.extend_from_slice(&packet(1, &execute));
-        let run = client_bytes(&mut side, &mut answers, Some(&mut apply), None, &mut None);
+        let run = client_bytes(
+            &mut side,
+            &mut answers,
+            Some(&mut apply),
+            None,
+            &mut None,
+            0,
+        );
         assert_eq!(run.used, 4 + execute.len());
     }
 }

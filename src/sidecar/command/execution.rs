@@ -54,6 +54,9 @@ pub enum Flow {
     /// The cursor's columns are answered: keep the stream with it
     /// ([`CommandPhase::open_cursor`]); the statement's answer is done.
     Cursor(NewCursor),
+    /// The backend asks for the client's file: ask the client
+    /// ([`CommandPhase::ask_for_file`]), send it, then read on.
+    Infile(crate::api::pb::LocalInfileRequest),
 }
 
 /// A cursor whose columns are answered, waiting for its stream.
@@ -86,6 +89,9 @@ impl<S> CommandPhase<S> {
     ) -> Flow {
         self.update_session(&mut reply);
         let message = reply.message;
+        if let Some(request) = message.local_infile_request {
+            return Flow::Infile(request);
+        }
         if let Some(e) = message.error {
             exec.error = Some(self.upstream_error(&e.message));
         }

@@ -139,6 +139,7 @@ fn new_phase(rng: &mut SmallRng) -> Phase {
         max_packet: 1 << 16,
         new_session: NewSession::default(),
         marked_ends: rng.random_bool(0.8),
+        local_infile: rng.random_bool(0.5),
     })
 }
 
@@ -402,6 +403,10 @@ fn drive(rng: &mut SmallRng, phase: &mut Phase, step: Step, out: &mut Packets, i
                         Flow::Cursor(new) => {
                             phase.open_cursor(new, ());
                             return;
+                        }
+                        Flow::Infile(request) => {
+                            phase.ask_for_file(request, out);
+                            continue;
                         }
                     },
                     Ok(None) => break,

@@ -17,6 +17,7 @@
 
 mod cursors;
 mod execution;
+mod infile;
 mod statements;
 
 use std::collections::HashMap;
@@ -46,6 +47,7 @@ use super::session::{NewSession, Session};
 
 pub use cursors::FetchStep;
 pub use execution::{Execution, Flow};
+pub use infile::{PACKET_TIMEOUT, read_timeout};
 use statements::{LongDataLimits, Prepared, Statements};
 
 /// Whether the connection goes on after a command.
@@ -76,6 +78,10 @@ pub struct Execute {
     /// statement): its column EOFs' MORE_RESULTS
     /// (`ResultWriter::in_statements`).
     pub statements: Vec<Answers>,
+    /// The client can send a file the backend may ask for (a `LOAD DATA
+    /// LOCAL INFILE` first in the text): the request says so
+    /// (`ExecuteRequest.local_infile`).
+    pub local_infile: bool,
 }
 
 /// What a command needs done before its answer is complete.
@@ -187,6 +193,10 @@ pub struct CommandPhase<S> {
     /// What the client's own connection says of itself in status
     /// variables (its TLS session), in place of the backend connection's.
     connection_status: Arc<ConnectionStatus>,
+    /// The client's files are carried to the backend (`sidecar.local_infile`,
+    /// our gateway, and the client's `CLIENT_LOCAL_FILES`); else `LOAD DATA
+    /// LOCAL` gets the server's 4166, unrun.
+    local_infile: bool,
 }
 
 /// What a connection starts with, from its login.
@@ -199,6 +209,9 @@ pub struct Login {
     pub new_session: NewSession,
     /// See [`CommandPhase`]'s `marked_ends`.
     pub marked_ends: bool,
+    /// `sidecar.local_infile`: `LOAD DATA LOCAL INFILE` is carried (with
+    /// our gateway, to a client with `CLIENT_LOCAL_FILES`).
+    pub local_infile: bool,
 }
 
 impl Login {
@@ -217,7 +230,14 @@ impl Login {
             max_packet,
             new_session,
             marked_ends,
+            local_infile: false,
         }
+    }
+
+    /// See [`Login::local_infile`].
+    pub fn with_local_infile(mut self, on: bool) -> Self {
+        self.local_infile = on;
+        self
     }
 }
 
@@ -237,6 +257,9 @@ impl<S> CommandPhase<S> {
             session: Session::new(login.new_session.clone()),
             new_session: login.new_session,
             marked_ends: login.marked_ends,
+            local_infile: login.local_infile
+                && login.marked_ends
+                && login.caps.contains(CapabilityFlags::CLIENT_LOCAL_FILES),
             pending_error: None,
             account_refused: false,
             statements: Statements::default(),
@@ -368,6 +391,7 @@ impl<S> CommandPhase<S> {
                     prepared: false,
                     call_of: None,
                     statements: Vec::new(),
+                    local_infile: false,
                 })
             }
             Command::FieldList { table, .. } => Step::FieldList(quoted_statement(
@@ -479,6 +503,15 @@ impl<S> CommandPhase<S> {
             response::err(out, &refusal);
             return Step::Answered(Next::Continue);
         }
+        let load_local = statement::is_load_local(&sql);
+        if load_local && !self.marked_ends {
+            // A psdb server that is not our gateway cannot carry the file
+            // (nor refuse it as a server): the answer of a server with
+            // local_infile off, unrun. Our gateway raises it at the
+            // backend, so that SHOW WARNINGS shows it as directly.
+            response::err(out, &crate::translate::errors::local_infile_disabled());
+            return Step::Answered(Next::Continue);
+        }
         if statement::leading_keyword(&sql).is_some_and(|k| k.eq_ignore_ascii_case(b"USE")) {
             self.session.selects_database();
         }
@@ -500,6 +533,12 @@ impl<S> CommandPhase<S> {
         } else {
             Vec::new()
         };
+        // Only a LOAD first in its text: one behind another statement's
+        // result set would be asked for before that result's end reached
+        // the gateway's stream (the driver reads the next result's first
+        // packet first), so the client would see 0xFB too early. It gets
+        // an empty file instead (README, Known limits).
+        let local_infile = self.local_infile && load_local;
         let statement = Execute {
             sql,
             binds: HashMap::new(),
@@ -508,6 +547,7 @@ impl<S> CommandPhase<S> {
             prepared: false,
             call_of,
             statements,
+            local_infile,
         };
         match kill {
             Some(kill) => Step::KillOrExecute {
@@ -550,6 +590,7 @@ impl<S> CommandPhase<S> {
             prepared,
             call_of,
             statements: Vec::new(),
+            local_infile: false,
         })
     }
 

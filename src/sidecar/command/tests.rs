@@ -17,6 +17,7 @@ pub(super) fn phase() -> Phase {
         max_packet: 1 << 20,
         new_session: NewSession::default(),
         marked_ends: true,
+        local_infile: false,
     })
 }
 
@@ -462,6 +463,7 @@ fn run_query(p: &mut Phase, sql: &str, script: Vec<Pulled>) -> (Next, Vec<Vec<u8
                 Flow::More => continue,
                 Flow::Stop => break,
                 Flow::Cursor(_) => panic!("no cursor asked for"),
+                Flow::Infile(_) => panic!("no file asked for"),
             },
             Ok(None) => break,
             Err(e) => {
