@@ -1085,3 +1085,56 @@ async fn temporal_parameters_keep_their_types() {
     );
     assert_eq!(answers[0], answers[1]);
 }
+
+/// `COM_STATISTICS` (`mariadb-admin status`, `mysqli::stat`, the
+/// `mysql_stat()` line monitoring checks parse) answers the server's
+/// line, made of the backend's own status: the same fields in the same
+/// order, the same uptime. It answered the sidecar's own `Threads: N
+/// Transport: Http3` before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statistics_is_the_servers_line() {
+    let chain = Chain::start().await;
+    let status = |args: Vec<String>| async move {
+        let output = Command::new("mariadb-admin")
+            .args(["--no-defaults", "status"])
+            .args(&args)
+            .output()
+            .await
+            .expect("mariadb-admin runs");
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stdout).unwrap().trim().to_string()
+    };
+    let direct = status(vec![
+        format!("--socket={}", chain.stack.db.socket.display()),
+        "--user=app".into(),
+        "--password=app-backend-pw".into(),
+    ])
+    .await;
+    let via = status(vec![
+        format!("--socket={}", chain.socket.display()),
+        format!("--user={LOCAL_USER}"),
+        format!("--password={LOCAL_PASSWORD}"),
+    ])
+    .await;
+    // `Name: value` pairs, two spaces apart.
+    let fields = |line: &str| -> Vec<(String, f64)> {
+        line.split("  ")
+            .map(|field| {
+                let (name, value) = field.split_once(": ").unwrap_or_else(|| panic!("{line}"));
+                (
+                    name.to_string(),
+                    value.parse().unwrap_or_else(|_| panic!("{line}")),
+                )
+            })
+            .collect()
+    };
+    let (want, got) = (fields(&direct), fields(&via));
+    let names = |f: &[(String, f64)]| f.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&got), names(&want), "{via}\n{direct}");
+    assert_eq!(want[0].0, "Uptime");
+    assert!(
+        (got[0].1 - want[0].1).abs() <= 5.0,
+        "the same server's uptime: {via}\n{direct}"
+    );
+    assert!(got[1].1 >= 1.0, "{via}");
+}

@@ -31,8 +31,8 @@
 //!   relay): the victim is answered 1317 at once and the statement stops
 //!   at the backend.
 //!
-//! The transport in use is read from the sidecar itself: `COM_STATISTICS`
-//! (`mariadb-admin status`) answers `Threads: N  Transport: Http3|Http2`.
+//! The transport in use is read from the sidecar itself: its admin
+//! endpoint's `/metrics` (`myquic_upstream_transport`).
 //! Every wait is polled with a bound and a message saying what did not
 //! happen; children are killed on drop and the sidecar's log is printed
 //! when a test fails.

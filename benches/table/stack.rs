@@ -117,8 +117,11 @@ pub struct Client {
     pub target: Target,
     /// The process relaying for it (none for direct).
     pub proc: Option<Proc>,
-    /// The sidecar's unix socket, for idle connections and its status.
+    /// The sidecar's unix socket, for idle connections.
     pub socket: Option<PathBuf>,
+    /// Where to read the sidecar's admin endpoint: its network namespace,
+    /// and its log (which names the endpoint's port).
+    pub admin: Option<(String, PathBuf)>,
 }
 
 impl Client {
@@ -134,6 +137,7 @@ impl Client {
             },
             proc: None,
             socket: None,
+            admin: None,
         }
     }
 
@@ -197,6 +201,10 @@ listen = "127.0.0.1:0"
             },
             proc: Some(proc),
             socket: Some(socket),
+            admin: Some((
+                net.client_ns().to_string(),
+                dir.join(format!("sidecar-{name}.log")),
+            )),
         })
     }
 
@@ -236,6 +244,7 @@ listen = "127.0.0.1:0"
             },
             proc: Some(proc),
             socket: None,
+            admin: None,
         })
     }
 
@@ -256,18 +265,29 @@ listen = "127.0.0.1:0"
         )
     }
 
-    /// `COM_STATISTICS` through `mariadb-admin status`: the sidecar's
-    /// answer names the transport actually in use.
+    /// The transport the sidecar uses: its admin endpoint's `/metrics`
+    /// (`myquic_upstream_transport`), read with curl in its namespace at
+    /// the address its log names.
     pub fn status(&self) -> Option<String> {
-        let socket = self.socket.as_ref()?;
-        let out = Command::new("mariadb-admin")
-            .arg("--no-defaults")
-            .arg(format!("--socket={}", socket.display()))
-            .arg("--user=app")
-            .arg(format!("--password={LOCAL_PASSWORD}"))
-            .arg("status")
+        let (ns, log) = self.admin.as_ref()?;
+        let log = std::fs::read_to_string(log).ok()?;
+        let addr = log
+            .lines()
+            .find(|line| line.contains("admin endpoint listening"))?
+            .split("addr=")
+            .nth(1)?
+            .split_whitespace()
+            .next()?
+            .to_string();
+        let out = procs::command(Some(ns), "curl")
+            .args(["-fsS", &format!("http://{addr}/metrics")])
             .output()
             .ok()?;
-        Some(String::from_utf8_lossy(&out.stdout).trim().to_string())
+        let metrics = String::from_utf8_lossy(&out.stdout);
+        metrics
+            .lines()
+            .filter_map(|line| line.strip_prefix("myquic_upstream_transport{version=\""))
+            .find_map(|rest| rest.strip_suffix("\"} 1"))
+            .map(|version| format!("transport {version}"))
     }
 }

@@ -13,6 +13,7 @@ use std::sync::atomic::Ordering;
 use futures_util::FutureExt;
 use tracing::Instrument;
 
+use crate::api::row_view::RowView;
 use crate::client::{CallError, Client, ExecuteStream, RawSession};
 use crate::mysql::MysqlError;
 use crate::mysql::auth::{Authenticated, Handshake};
@@ -22,6 +23,7 @@ use crate::telemetry::TraceId;
 use crate::translate::connection_status::ConnectionStatus;
 use crate::translate::errors::from_rpc_message;
 use crate::translate::statement;
+use crate::translate::statistics;
 
 use super::Shared;
 use super::command::{self, CommandPhase, Execute, FetchStep, Flow, Next, Step};
@@ -343,14 +345,11 @@ impl Connection {
             }
             Step::Fetch { id, rows } => self.fetch(id, rows, out).await,
             Step::Statistics => {
-                let text = format!(
-                    "Threads: {}  Transport: {}",
-                    self.shared.registry.len(),
-                    self.upstream
-                        .transport()
-                        .map_or("none".to_string(), |t| format!("{t:?}"))
-                );
-                out.push_payload(text.as_bytes());
+                let upstream = self.upstream.clone();
+                match server_statistics(&upstream, self.core.is_mariadb()).await {
+                    Ok(line) => out.push_payload(line.as_bytes()),
+                    Err(e) => response::err(out, &e),
+                }
                 Next::Continue
             }
         }
@@ -821,4 +820,40 @@ enum Stopped {
     Killed,
     /// `KILL QUERY` of this connection's statement.
     Cancelled,
+}
+
+/// `COM_STATISTICS`'s line, made from the backend's global status read
+/// in a session of its own: a statement in the client's session would
+/// change what it reads next (`ROW_COUNT()`, `FOUND_ROWS()`, its
+/// warnings), where the command changes nothing.
+async fn server_statistics(upstream: &Client, mariadb: bool) -> Result<String, MysqlError> {
+    let reply = upstream
+        .execute(None, statistics::STATUS_QUERY, HashMap::new())
+        .await
+        .map_err(|e| errors::from_call(&e, false))?;
+    if let Some(session) = reply.session.clone() {
+        let upstream = upstream.clone();
+        tokio::spawn(async move {
+            let _ = upstream.close_session(&session).await;
+        });
+    }
+    if let Some(e) = &reply.message.error {
+        return Err(from_rpc_message(&e.message));
+    }
+    let mut status = HashMap::new();
+    for row in reply.message.result.iter().flat_map(|r| &r.rows) {
+        let row = RowView::from(row);
+        let Some(mut cells) = row.cells() else {
+            continue;
+        };
+        if let (Some(Some(name)), Some(Some(value))) = (cells.next(), cells.next())
+            && let (Ok(name), Some(value)) = (
+                std::str::from_utf8(name),
+                std::str::from_utf8(value).ok().and_then(|v| v.parse().ok()),
+            )
+        {
+            status.insert(name.to_string(), value);
+        }
+    }
+    Ok(statistics::line(&status, mariadb))
 }

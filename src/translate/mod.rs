@@ -12,6 +12,7 @@ pub mod rows;
 pub mod session_track;
 pub mod sql_text;
 pub mod statement;
+pub mod statistics;
 pub mod to_mysql;
 pub mod types;
 pub mod well_formed;

@@ -131,14 +131,13 @@ pub fn free_port(ip: std::net::IpAddr) -> u16 {
 impl SidecarChild {
     /// Starts it (inside `ns` if given) against the gateway at `gateway`,
     /// trusting `ca`, and waits until a client can log in and query.
+    /// Its admin endpoint is on a known port (in `ns` if given).
     pub async fn start(ns: Option<&NetNs>, gateway: SocketAddr, ca: &Path) -> Self {
-        let sidecar = spawn(
-            ns,
-            gateway,
-            ca,
-            "[sidecar.admin]\nlisten = \"127.0.0.1:0\"",
-            None,
-        );
+        let admin_ip = ns.map_or([127, 0, 0, 1].into(), |ns| ns.ns_addr().into());
+        let admin = SocketAddr::new(admin_ip, free_port([127, 0, 0, 1].into()));
+        let extra = format!("[sidecar.admin]\nlisten = \"{admin}\"");
+        let mut sidecar = spawn(ns, gateway, ca, &extra, None);
+        sidecar.admin = Some(admin);
         sidecar.wait_serving().await
     }
 
@@ -244,21 +243,16 @@ impl SidecarChild {
         }
     }
 
-    /// The transport `COM_STATISTICS` reports (`Http3`, `Http2`, `none`).
+    /// The transport new requests use, as `/metrics` says
+    /// (`myquic_upstream_transport`): `Http3`, `Http2` or `none`.
     pub async fn transport(&self) -> Option<String> {
-        let mut cmd = self.cli("mariadb-admin");
-        cmd.arg("status");
-        let out = tokio::time::timeout(Duration::from_secs(10), cmd.output())
-            .await
-            .ok()?
-            .expect("running mariadb-admin");
-        let text = String::from_utf8_lossy(&out.stdout);
-        let transport = text
-            .split("Transport: ")
-            .nth(1)?
-            .split_whitespace()
-            .next()?;
-        Some(transport.to_string())
+        let metrics = self.metrics().await;
+        [("h3", "Http3"), ("h2", "Http2"), ("none", "none")]
+            .into_iter()
+            .find(|(label, _)| {
+                metrics.value(&format!("myquic_upstream_transport{{version=\"{label}\"}}")) == 1.0
+            })
+            .map(|(_, name)| name.to_string())
     }
 
     /// Waits until the sidecar reports `want`; the time it took.

@@ -354,6 +354,11 @@ impl<S> CommandPhase<S> {
     }
 
     /// How the backend reads this connection's SQL text.
+    /// The server the sidecar stands for is MariaDB.
+    pub fn is_mariadb(&self) -> bool {
+        self.mariadb
+    }
+
     pub fn dialect(&self) -> Dialect {
         self.session
             .dialect(Charset::from_collation(self.collation))
