@@ -479,10 +479,7 @@ pub fn render(cx: &Context) -> String {
             );
         }
         if !n.transports.is_empty() {
-            let _ = writeln!(
-                s,
-                "\nTransport in use at the end (sidecar `/metrics`):\n"
-            );
+            let _ = writeln!(s, "\nTransport in use at the end (sidecar `/metrics`):\n");
             for (c, st) in &n.transports {
                 let _ = writeln!(s, "- {c}: `{st}`");
             }

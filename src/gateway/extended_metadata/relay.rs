@@ -459,7 +459,7 @@ async fn follow(
                         retype,
                         identify,
                         &mut replaced,
-                        diversion.shift,
+                        &mut diversion.shift,
                     );
                     if std::mem::take(&mut answers.new_command) {
                         slot.lock().expect("not poisoned").command();
@@ -578,7 +578,7 @@ fn client_bytes<R>(
     mut retype: Option<&mut ApplyRetype<'_>>,
     mut identify: Option<&mut ApplyRetype<'_>>,
     replaced: &mut Option<Vec<u8>>,
-    shift: u8,
+    shift: &mut u8,
 ) -> Run {
     let buf = &mut side.buf[..];
     let mut at = 0;
@@ -666,8 +666,13 @@ fn client_bytes<R>(
             continue;
         }
         answers.client_head(seq, len, first);
-        if seq != 0 && shift != 0 {
-            buf[at + 3] = seq.wrapping_add(shift);
+        if seq == 0 {
+            // A new command, numbered from 0 by the driver and the server
+            // alike: rows diverted in an earlier answer shift nothing of
+            // it (a statement of 16 MiB or more goes on in packets 1, 2…).
+            *shift = 0;
+        } else if *shift != 0 {
+            buf[at + 3] = seq.wrapping_add(*shift);
         }
         side.passing = total;
     }
@@ -1384,7 +1389,7 @@ mod tests {
                         Some(&mut apply),
                         None,
                         &mut None,
-                        0,
+                        &mut 0,
                     );
                     sent.extend_from_slice(&side.buf[..run.out]);
                     side.buf.advance(run.used);
@@ -1416,7 +1421,7 @@ mod tests {
             Some(&mut apply),
             None,
             &mut None,
-            0,
+            &mut 0,
         );
         assert_eq!((run.out, run.used), (stream.len(), stream.len()));
         // Nothing pending: as it came.
@@ -1426,7 +1431,7 @@ mod tests {
             cache_metadata: false,
         });
         side.buf.extend_from_slice(&stream);
-        let run = client_bytes(&mut side, &mut answers, None, None, &mut None, 0);
+        let run = client_bytes(&mut side, &mut answers, None, None, &mut None, &mut 0);
         assert_eq!((run.out, run.used), (stream.len(), stream.len()));
         // An execute's bytes in a continuation (sequence 1): passed on.
         let mut apply = |_: &[u8]| -> Option<Vec<u8>> { panic!("not an execute") };
@@ -1438,8 +1443,39 @@ mod tests {
             Some(&mut apply),
             None,
             &mut None,
-            0,
+            &mut 0,
         );
         assert_eq!(run.used, 4 + execute.len());
+    }
+
+    /// A new command after an answer whose rows went to the gateway: its
+    /// continuation packets (a statement of 16 MiB or more) keep the
+    /// driver's numbers, and the shift is gone; only a packet within the
+    /// command that answered (a LOCAL INFILE file's) is renumbered.
+    #[test]
+    fn a_new_command_is_not_renumbered_by_an_earlier_answers_rows() {
+        let mut side = Side::new(tokio::io::empty());
+        let mut answers = Answers::new(wire::Framing {
+            deprecate_eof: true,
+            cache_metadata: false,
+        });
+        let stream = [packet(0, b"\x03SELECT "), packet(1, b"1")].concat();
+        side.buf.extend_from_slice(&stream);
+        let mut shift = 3;
+        let run = client_bytes(&mut side, &mut answers, None, None, &mut None, &mut shift);
+        assert_eq!(run.out, stream.len());
+        assert_eq!(shift, 0);
+        assert_eq!(
+            &side.buf[..stream.len()],
+            &stream[..],
+            "as the driver numbered it"
+        );
+        // A file packet while rows of this answer went elsewhere: shifted.
+        let mut side = Side::new(tokio::io::empty());
+        side.buf.extend_from_slice(&packet(2, b"file bytes"));
+        let mut shift = 3;
+        client_bytes(&mut side, &mut answers, None, None, &mut None, &mut shift);
+        assert_eq!(side.buf[3], 5);
+        assert_eq!(shift, 3);
     }
 }
