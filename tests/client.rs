@@ -835,8 +835,15 @@ async fn http3_requests_are_headers_and_data_only() {
     let server = tokio::spawn(async move {
         let conn = endpoint.accept().await.unwrap().await.unwrap();
         let mut streams = Vec::new();
+        // The send halves stay open until all are read: one finished
+        // without response headers makes the client's h3 close the whole
+        // connection (H3_INTERNAL_ERROR, "Stream finished without
+        // receiving response headers"), and the next accept fails — it
+        // did in CI, under load.
+        let mut unanswered = Vec::new();
         for _ in 0..REQUESTS {
-            let (_send, mut recv) = conn.accept_bi().await.unwrap();
+            let (send, mut recv) = conn.accept_bi().await.unwrap();
+            unanswered.push(send);
             streams.push(recv.read_to_end(1 << 16).await.unwrap());
         }
         conn.close(0u32.into(), b"");
